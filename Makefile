@@ -1,0 +1,34 @@
+# Every target sets up .venv itself, so each works on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU machines take this build from local disk; a CUDA machine gets PyPI's CUDA build.
+TORCH ?= torch==2.13.0
+
+.PHONY: setup run test test-all check format
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+# The main job. For now: a physics smoke run on the default backend of this machine.
+run: setup
+	$(VENV)/bin/unilab bench physics --num-envs 16 --steps 50
+
+test: setup
+	$(PY) -m pytest -m "not slow"
+
+test-all: setup
+	$(PY) -m pytest
+
+check: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .

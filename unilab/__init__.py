@@ -1,0 +1,3 @@
+"""UniLab: humanoid policies trained with off-policy RL on batched MuJoCo physics."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,69 @@
+"""Physics backends behind one interface; ``make_backend`` selects one by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import torch
+
+from unilab.assets import G1_FLAT_SCENE
+from unilab.sim.base import Capabilities, SimBackend, SimCapacityError, SimConfig, SimError
+
+BACKENDS = ("mjwarp", "mujoco")
+
+__all__ = [
+    "BACKENDS",
+    "Capabilities",
+    "SimBackend",
+    "SimCapacityError",
+    "SimConfig",
+    "SimError",
+    "default_backend",
+    "load_model",
+    "make_backend",
+]
+
+
+def default_backend() -> str:
+    """mjwarp where CUDA is available, the C MuJoCo host bridge otherwise."""
+    return "mjwarp" if torch.cuda.is_available() else "mujoco"
+
+
+def load_model(path: str | Path = G1_FLAT_SCENE, config: SimConfig | None = None) -> mujoco.MjModel:
+    """Compile an MJCF scene and apply the solver overrides of ``config``."""
+    model = mujoco.MjModel.from_xml_path(str(path))
+    (config or SimConfig()).apply(model)
+    return model
+
+
+def make_backend(
+    name: str,
+    num_worlds: int,
+    device: str | torch.device | None = None,
+    config: SimConfig | None = None,
+    model: mujoco.MjModel | None = None,
+) -> SimBackend:
+    """Build ``num_worlds`` worlds of ``model`` (default: G1 on flat ground) on the named backend.
+
+    ``device`` defaults to CUDA for mjwarp when available, else the CPU.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f"unknown physics backend {name!r}; known backends: {', '.join(BACKENDS)}")
+    if num_worlds < 1:
+        raise ValueError(f"num_worlds must be >= 1, got {num_worlds}")
+    config = config or SimConfig()
+    if model is None:
+        model = load_model(config=config)
+    else:
+        config.apply(model)
+    if device is None:
+        device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if name == "mjwarp":
+        from unilab.sim.mjwarp import MjWarpBackend
+
+        return MjWarpBackend(model, num_worlds, device, config)
+    from unilab.sim.mujoco_cpu import MujocoBackend
+
+    return MujocoBackend(model, num_worlds, device, config)

@@ -116,9 +116,7 @@ ACTUATOR_GROUPS: dict[str, ActuatorGroup] = {
     "A": ActuatorGroup(40.179, 2.558, 88.0, ("hip_pitch", "hip_yaw", "waist_yaw")),
     "B": ActuatorGroup(99.098, 6.309, 139.0, ("hip_roll", "knee")),
     "C": ActuatorGroup(28.501, 1.814, 50.0, ("ankle_pitch", "ankle_roll", "waist_roll", "waist_pitch")),
-    "D": ActuatorGroup(
-        14.251, 0.907, 25.0, ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")
-    ),
+    "D": ActuatorGroup(14.251, 0.907, 25.0, ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll")),
     "E": ActuatorGroup(16.778, 1.068, 5.0, ("wrist_pitch", "wrist_yaw")),
 }
 

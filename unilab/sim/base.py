@@ -159,7 +159,9 @@ class SimBackend(ABC):
         can sit inside a captured graph.
         """
         if tuple(mask.shape) != (self.num_worlds,) or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor of shape ({self.num_worlds},), got {mask.dtype} {tuple(mask.shape)}")
+            raise ValueError(
+                f"mask must be a bool tensor of shape ({self.num_worlds},), got {mask.dtype} {tuple(mask.shape)}"
+            )
         for name, value, view in (("qpos", qpos, self.qpos), ("qvel", qvel, self.qvel)):
             if value.shape != view.shape:
                 raise ValueError(f"{name} must have shape {tuple(view.shape)}, got {tuple(value.shape)}")

@@ -10,16 +10,13 @@ a host sync per iteration.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import mujoco
+import mujoco_warp as mjw
 import torch
 import warp as wp
-
-wp.config.log_level = wp.LOG_WARNING  # INFO prints a line per kernel module Warp loads.
-
-import mujoco_warp as mjw  # noqa: E402  (must see the quiet setting at import)
 
 from unilab.sim.base import Capabilities, SimBackend, SimConfig
 
@@ -39,6 +36,7 @@ class MjWarpBackend(SimBackend):
     capabilities = Capabilities(device_resident=True, graph_capturable=True)
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
+        wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
         wp.init()
         self.model = model
         self.config = config

@@ -10,6 +10,7 @@ into the model before the world steps.
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -42,7 +43,7 @@ class MujocoBackend(SimBackend):
         self.device = device
         threads = max(1, min(num_threads or os.cpu_count() or 1, num_worlds))
         bounds = np.linspace(0, num_worlds, threads + 1).astype(int)
-        self._chunks = [range(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        self._chunks = [range(a, b) for a, b in itertools.pairwise(bounds)]
         self._models = [copy.copy(model) for _ in self._chunks]
         self._data = [mujoco.MjData(model) for _ in range(num_worlds)]
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None

@@ -88,6 +88,55 @@ def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, confi
     }
 
 
+def _mlp_policy(obs_dim: int, action_dim: int, device: torch.device) -> Callable:
+    """A small actor-sized MLP (512-256-128, tanh output) standing in for a trained policy."""
+    net = torch.nn.Sequential(
+        torch.nn.Linear(obs_dim, 512),
+        torch.nn.SiLU(),
+        torch.nn.Linear(512, 256),
+        torch.nn.SiLU(),
+        torch.nn.Linear(256, 128),
+        torch.nn.SiLU(),
+        torch.nn.Linear(128, action_dim),
+        torch.nn.Tanh(),
+    ).to(device)
+
+    @torch.no_grad()
+    def policy(obs) -> torch.Tensor:
+        return net(obs["policy"])
+
+    return policy
+
+
+def bench_env(task: str, sim: str, num_envs: int, steps: int, device: str | None, compile: bool) -> dict:
+    from unilab.envs.runner import EnvRunner
+    from unilab.tasks.registry import make_functional_env
+
+    env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device)
+    dev = env.device
+    policy = _mlp_policy(env.obs_dims["policy"], env.action_dim, dev)
+    eager = EnvRunner(env, policy, capture=False)
+    eager.step()
+    eager_rate = _rate(eager.step, steps, num_envs, dev)
+    captured_rate = None
+    if dev.type == "cuda" and env.sim.capabilities.graph_capturable:
+        runner = EnvRunner(env, policy, capture=True, compile=compile)
+        captured_rate = _rate(runner.step, steps, num_envs, dev)
+        runner.check()
+    return {
+        "bench": "env",
+        "task": task,
+        "sim": sim,
+        "device": str(dev),
+        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+        "num_envs": num_envs,
+        "steps": steps,
+        "compile": compile,
+        "eager_steps_per_sec": round(eager_rate, 1),
+        "captured_steps_per_sec": None if captured_rate is None else round(captured_rate, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
@@ -100,10 +149,22 @@ def main(argv: list[str] | None = None) -> None:
     phys.add_argument("--ls-iterations", type=int, default=None)
     phys.add_argument("--nconmax", type=int, default=SimConfig.nconmax)
     phys.add_argument("--njmax", type=int, default=SimConfig.njmax)
+    env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
+    env.add_argument("--task", default="g1_walk_flat")
+    env.add_argument("--sim", choices=BACKENDS, default=None)
+    env.add_argument("--num-envs", default="2048,8192")
+    env.add_argument("--steps", type=int, default=200)
+    env.add_argument("--device", default=None)
+    env.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
     args = parser.parse_args(argv)
+    sim = args.sim or default_backend()
+    sizes = [int(x) for x in args.num_envs.split(",")]
+    if args.bench == "env":
+        for n in sizes:
+            print(json.dumps(bench_env(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
+        return
     config = SimConfig(
         iterations=args.iterations, ls_iterations=args.ls_iterations, nconmax=args.nconmax, njmax=args.njmax
     )
-    sim = args.sim or default_backend()
-    for n in (int(x) for x in args.num_envs.split(",")):
+    for n in sizes:
         print(json.dumps(bench_physics(sim, n, args.steps, args.device, config)), flush=True)

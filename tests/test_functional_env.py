@@ -1,0 +1,148 @@
+"""reset/step of the functional env: auto-reset, terminal observations, reproducibility, no graph breaks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from unilab.envs.runner import EnvRunner, NonFiniteActionError
+from unilab.mdp.rng import advance, make_rng
+from unilab.tasks.registry import make_functional_env, make_task
+
+
+def rollout(env, seed: int, steps: int, action_seed: int = 0):
+    gen = torch.Generator().manual_seed(action_seed)
+    rng = make_rng(seed)
+    state = env.reset(rng)
+    out = []
+    for _ in range(steps):
+        rng = advance(rng)
+        action = torch.rand(env.num_envs, env.action_dim, generator=gen) * 2 - 1
+        state, transition = env.step(state, action, rng)
+        out.append((state.clone(), transition.clone()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def short_env():
+    """Episodes of 0.1 s = 5 control steps, so time-outs happen within a test."""
+    return make_functional_env("g1_walk_flat", sim="mujoco", num_envs=3, episode_length_s=0.1)
+
+
+def test_time_out_truncates_and_auto_resets(short_env) -> None:
+    steps = rollout(short_env, seed=0, steps=6, action_seed=1)
+    for k, (state, transition) in enumerate(steps, start=1):
+        nxt = transition["next"]
+        if k < 5:
+            assert not nxt["truncated"].any()
+        if k == 5:
+            assert (nxt["truncated"] | nxt["terminated"]).all()
+            assert torch.equal(transition["episode_length"], torch.full((3,), 5))
+        done = nxt["done"]
+        # Envs that ended continue from a fresh episode; the transition kept the terminal obs.
+        assert torch.equal(state["env", "episode_step"][done], torch.zeros(int(done.sum()), dtype=torch.int64))
+        assert torch.equal(state["obs", "policy"][~done], nxt["policy"][~done])
+        if done.any():
+            assert not torch.allclose(state["obs", "policy"][done], nxt["policy"][done])
+            assert torch.equal(state["env", "action"][done], torch.zeros(int(done.sum()), 29))
+
+
+def test_terminated_is_not_truncated(short_env) -> None:
+    for _, transition in rollout(short_env, seed=1, steps=6, action_seed=2):
+        nxt = transition["next"]
+        assert not (nxt["terminated"] & nxt["truncated"]).any()
+        assert torch.equal(nxt["done"], nxt["terminated"] | nxt["truncated"])
+
+
+def test_same_seed_same_run_other_seed_other_run(short_env) -> None:
+    a = rollout(short_env, seed=5, steps=4)
+    b = rollout(short_env, seed=5, steps=4)
+    c = rollout(short_env, seed=6, steps=4)
+    for (sa, ta), (sb, tb) in zip(a, b, strict=True):
+        assert torch.equal(sa["obs", "policy"], sb["obs", "policy"])
+        assert torch.equal(ta["next", "reward"], tb["next", "reward"])
+    assert not torch.equal(a[-1][0]["obs", "policy"], c[-1][0]["obs", "policy"])
+
+
+def test_reset_where_touches_only_masked_envs(short_env) -> None:
+    state, _ = rollout(short_env, seed=2, steps=2)[-1]
+    before = state.clone()
+    mask = torch.tensor([False, True, False])
+    after = short_env.reset_where(state, mask, make_rng(9))
+    for key in (("obs", "policy"), ("env", "episode_step"), ("env", "velocity"), ("sim", "qpos")):
+        assert torch.equal(after[key][~mask], before[key][~mask]), key
+        assert not torch.equal(after[key][mask], before[key][mask]), key
+
+
+def test_non_finite_action_rows_are_counted_and_zeroed(short_env) -> None:
+    rng = make_rng(0)
+    state = short_env.reset(rng)
+    action = torch.zeros(3, 29)
+    action[2, 5] = float("nan")
+    state, transition = short_env.step(state, action, advance(rng))
+    assert transition["action_nonfinite"].tolist() == [False, False, True]
+    assert int(state["task", "nonfinite_actions"]) == 1
+    assert torch.isfinite(state["sim", "qpos"]).all()
+    assert torch.equal(state["env", "action"][2], torch.zeros(29))
+
+
+def test_unknown_task_and_override_are_named() -> None:
+    with pytest.raises(ValueError, match=r"unknown task 'g1_run'.*g1_walk_flat"):
+        make_task("g1_run")
+    with pytest.raises(ValueError, match=r"unknown override\(s\) \['episode_len'\]"):
+        make_task("g1_walk_flat", episode_len=3)
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_step_traces_fullgraph_with_physics_as_an_opaque_op(sim: str) -> None:
+    """torch.compile(fullgraph=True) fails on any graph break, the CPU-visible form of a host sync.
+
+    ``aot_eager`` runs Dynamo and AOTAutograd (functionalization of the physics ops'
+    declared mutations) without Inductor's C++ codegen, which takes minutes on 2 cores.
+    """
+    env = make_functional_env("g1_walk_flat", sim=sim, num_envs=2)
+    action = torch.rand(2, 29, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    rng = make_rng(0)
+    compiled = torch.compile(env.step, fullgraph=True, backend="aot_eager")
+    state_c, trans_c = compiled(env.reset(rng), action, advance(rng))
+    got = (state_c["sim", "qpos"].clone(), state_c["obs", "policy"].clone(), trans_c["next", "reward"].clone())
+    state_e, trans_e = env.step(env.reset(rng), action, advance(rng))
+    torch.testing.assert_close(got[0], state_e["sim", "qpos"])
+    torch.testing.assert_close(got[1], state_e["obs", "policy"])
+    torch.testing.assert_close(got[2], trans_e["next", "reward"])
+
+
+def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
+    runner = EnvRunner(short_env, policy=lambda obs: torch.tanh(obs["policy"][:, :29]), seed=0)
+    first_obs = runner.state["obs", "policy"].clone()
+    transition = runner.step()
+    assert transition["action"].shape == (3, 29)
+    assert not torch.equal(runner.state["obs", "policy"], first_obs)
+    assert torch.equal(
+        runner.state["obs", "policy"][~transition["next", "done"]],
+        transition["next", "policy"][~transition["next", "done"]],
+    )
+    runner.check()
+    broken = EnvRunner(short_env, policy=lambda obs: torch.full((3, 29), float("nan")), seed=0)
+    broken.step()
+    with pytest.raises(NonFiniteActionError, match="3 env-step rows"):
+        broken.check()
+
+
+@pytest.mark.gpu
+def test_captured_runner_matches_eager_on_cuda() -> None:
+    env = make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=64, device="cuda")
+    weight = torch.randn(100, 29, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 0.1
+
+    def policy(obs):
+        return torch.tanh(obs["policy"] @ weight)
+
+    eager = EnvRunner(env, policy, seed=3, capture=False)
+    eager_rewards = [eager.step()["next", "reward"].clone() for _ in range(3 + 20)]
+    eager_obs = eager.state["obs", "policy"].clone()
+    captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)  # warm-up runs 3 real steps
+    captured_rewards = [captured.step()["next", "reward"].clone() for _ in range(20)]
+    torch.cuda.synchronize()
+    torch.testing.assert_close(torch.stack(captured_rewards), torch.stack(eager_rewards[3:]), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(captured.state["obs", "policy"], eager_obs, atol=1e-2, rtol=1e-2)
+    captured.check()

@@ -1,0 +1,84 @@
+"""make_env returns a TorchRL EnvBase that TorchRL's own tools accept."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.envs import RewardSum, StepCounter, TransformedEnv
+from torchrl.envs.utils import check_env_specs
+
+from unilab import list_tasks, make_env
+
+
+@pytest.fixture(scope="module", params=["mujoco", "mjwarp"])
+def env(request: pytest.FixtureRequest):
+    return make_env("g1_walk_flat", sim=request.param, num_envs=3, episode_length_s=0.1, seed=1)
+
+
+def test_list_tasks() -> None:
+    assert "g1_walk_flat" in list_tasks()
+
+
+def test_unknown_task_lists_known_ones() -> None:
+    with pytest.raises(ValueError, match="known tasks: g1_walk_flat"):
+        make_env("walk", sim="mujoco", num_envs=1)
+
+
+def test_check_env_specs(env) -> None:
+    check_env_specs(env)
+    assert env.observation_spec["policy"].shape == (3, 100)
+    assert env.observation_spec["critic"].shape == (3, 103)
+    assert env.action_spec.shape == (3, 29)
+
+
+def test_rollout_keeps_terminal_observation_under_next(env) -> None:
+    env.set_seed(0)
+    td = env.rollout(7, break_when_any_done=False)
+    assert td.shape == (3, 7)
+    done = td["next", "done"].squeeze(-1)
+    assert done[:, 4].all()  # 5-step episodes time out at the fifth step
+    assert td["next", "truncated"][:, 4].all() or td["next", "terminated"][:, 4].any()
+    # Where an episode ended, the next step starts from a reset observation, not the terminal one.
+    for t in range(6):
+        same = torch.isclose(td["next", "policy"][:, t], td["policy"][:, t + 1]).all(-1)
+        assert torch.equal(same, ~done[:, t])
+
+
+def test_partial_reset_honours_the_mask(env) -> None:
+    env.rand_step(env.reset())
+    before = env.state["obs", "policy"].clone()
+    assert env.state["env", "episode_step"].tolist() == [1, 1, 1]
+    reset_td = TensorDict({"_reset": torch.tensor([[True], [False], [False]])}, batch_size=[3])
+    out = env.reset(reset_td)
+    assert env.state["env", "episode_step"].tolist() == [0, 1, 1]
+    assert torch.equal(env.state["obs", "policy"][1:], before[1:])
+    assert not torch.equal(env.state["obs", "policy"][0], before[0])
+    assert torch.equal(out["policy"][0], env.state["obs", "policy"][0])
+
+
+def test_transformed_env_composes(env) -> None:
+    tenv = TransformedEnv(env, StepCounter())
+    tenv.append_transform(RewardSum())
+    td = tenv.rollout(3, break_when_any_done=False)
+    assert td["next", "step_count"][:, -1].squeeze(-1).tolist() == [3, 3, 3]
+    assert td["next", "episode_reward"].shape == (3, 3, 1)
+
+
+def test_non_finite_action_names_the_rows(env) -> None:
+    td = env.reset()
+    action = torch.zeros(3, 29)
+    action[1, 0] = float("inf")
+    td.set("action", action)
+    with pytest.raises(ValueError, match=r"non-finite action in env rows \[1\]"):
+        env.step(td)
+
+
+def test_seeding_reproduces_a_rollout(env) -> None:
+    env.set_seed(4)
+    torch.manual_seed(0)
+    a = env.rollout(3, break_when_any_done=False)
+    env.set_seed(4)
+    torch.manual_seed(0)
+    b = env.rollout(3, break_when_any_done=False)
+    torch.testing.assert_close(a["next", "policy"], b["next", "policy"])

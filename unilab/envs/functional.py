@@ -1,0 +1,195 @@
+"""The functional env: ``reset(rng) -> state`` and ``step(state, action, rng) -> (state, transition)``.
+
+One code path for every backend and for eager, compiled and graph-captured execution:
+term math is torch on fixed shapes, resets are masks, randomness comes from ``rng``, and
+physics enters through the opaque ops of ``unilab.sim.ops``. The returned state holds
+the observation the next action is computed from (post-reset for envs that just ended);
+the transition holds the true terminal observation under ``"next"``.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.managers.managers import (
+    CommandManager,
+    CurriculumManager,
+    EventManager,
+    ObservationManager,
+    RewardManager,
+    TerminationManager,
+    apply_updates,
+)
+from unilab.managers.terms import Mirror
+from unilab.mdp import rng as rnglib
+from unilab.sim import ops
+from unilab.sim.base import SimBackend
+from unilab.tasks.config import TaskConfig
+
+_RESET_SALT = 0x5A5A5A5  # separates post-reset observation noise from terminal observation noise
+_STEP_STREAM = rnglib.stream_id("step")
+_RESET_STREAM = rnglib.stream_id("reset")
+
+
+class FunctionalEnv:
+    """Composes a task's managers over a physics backend; holds no mutable episode state."""
+
+    def __init__(self, task: TaskConfig, sim: SimBackend) -> None:
+        self.task = task
+        self.sim = sim
+        self.num_envs = sim.num_worlds
+        self.device = sim.device
+        max_steps = round(task.episode_length_s / sim.control_dt)
+        self.ctx = EnvContext.from_model(sim.model, sim.num_worlds, sim.device, sim.control_dt, max_steps)
+        self.observations = ObservationManager(task.observations)
+        self.rewards = RewardManager(task.rewards, task.penalty_scale_key)
+        self.terminations = TerminationManager(task.terminations)
+        self.commands = CommandManager(task.commands)
+        self.events = EventManager(task.events)
+        self.curricula = CurriculumManager(task.curricula)
+        self._handle = ops.register(sim)
+        self._views = ops.state_views(sim)
+        self.action_dim = sim.model.nu
+        self.obs_dims = {
+            group: sum(dims.values())
+            for group, dims in self.observations.term_dims(self._blank_state(), self.ctx).items()
+        }
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _blank_state(self) -> TensorDict:
+        n, dev = self.num_envs, self.device
+        env = {
+            "episode_step": torch.zeros(n, dtype=torch.int64, device=dev),
+            "action": torch.zeros(n, self.action_dim, device=dev),
+            "prev_action": torch.zeros(n, self.action_dim, device=dev),
+            "kp_scale": torch.ones(n, 1, device=dev),
+            "kv_scale": torch.ones(n, 1, device=dev),
+            **self.commands.initial_state(self.ctx),
+            **self.events.initial_state(self.ctx),
+        }
+        task = {"nonfinite_actions": torch.zeros((), dtype=torch.int64, device=dev)}
+        task.update(self.curricula.initial_state(self.ctx))
+        return TensorDict(
+            {
+                "sim": TensorDict(dict(self._views), batch_size=[n], device=dev),
+                "env": TensorDict(env, batch_size=[n], device=dev),
+                "task": TensorDict(task, batch_size=[], device=dev),
+            },
+            batch_size=[],
+            device=dev,
+        )
+
+    def _with_views(self, state: TensorDict) -> TensorDict:
+        """Point the ``sim`` entries back at the physics buffers the ops just wrote."""
+        return apply_updates(state, {("sim", k): v for k, v in self._views.items()})
+
+    # -- reset ---------------------------------------------------------------------------
+
+    def _reset_envs(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        """Reset events, command resampling and bookkeeping for the masked envs; physics last."""
+        rng = rng + torch.tensor([_RESET_STREAM, 0], device=rng.device)
+        state = self.events.reset(state, self.ctx, mask, rng)
+        state = self.commands.resample(state, self.ctx, mask, rng)
+        zeros = torch.zeros_like(state["env", "action"])
+        state = apply_updates(
+            state,
+            {
+                ("env", "action"): zeros,
+                ("env", "prev_action"): zeros,
+                ("env", "episode_step"): torch.zeros_like(state["env", "episode_step"]),
+            },
+            mask,
+        )
+        kp = self.ctx.default_kp * state["env", "kp_scale"]
+        kv = self.ctx.default_kv * state["env", "kv_scale"]
+        ops.sim_reset(self._handle, mask, state["sim", "qpos"], state["sim", "qvel"], kp, kv, *self._views.values())
+        return self._with_views(state)
+
+    def reset(self, rng: torch.Tensor) -> TensorDict:
+        """All envs from scratch; the state carries their first observations under ``"obs"``."""
+        state = self._blank_state()
+        mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        state = self._reset_envs(state, mask, rng)
+        obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
+        state.set("obs", TensorDict(obs, batch_size=[self.num_envs]))
+        return state
+
+    def reset_where(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        """Reset only the masked envs (others keep their state and observation)."""
+        state = self._reset_envs(state, mask, rng)
+        obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
+        return apply_updates(state, {("obs", k): v for k, v in obs.items()}, mask)
+
+    # -- step ----------------------------------------------------------------------------
+
+    def step(self, state: TensorDict, action: torch.Tensor, rng: torch.Tensor) -> tuple[TensorDict, TensorDict]:
+        """Apply ``action`` (N, nu) in [-1, 1] for one control step, auto-resetting finished envs.
+
+        Non-finite action rows are replaced by zeros and counted in
+        ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here).
+        """
+        ctx = self.ctx
+        step_rng = rng + torch.tensor([_STEP_STREAM, 0], device=rng.device)
+        bad = ~torch.isfinite(action).all(dim=-1)
+        action = torch.where(bad.unsqueeze(-1), 0.0, action)
+        state = apply_updates(
+            state,
+            {
+                ("env", "prev_action"): state["env", "action"],
+                ("env", "action"): action,
+                ("task", "nonfinite_actions"): state["task", "nonfinite_actions"] + bad.sum(),
+            },
+        )
+        state = self.commands.advance(state, ctx)
+        targets = ctx.default_joint_pos + self.task.action.scale * action
+        ops.sim_step(self._handle, targets, *self._views.values())
+        state = self._with_views(state)
+        state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
+
+        terminated, truncated = self.terminations.compute(state, ctx)
+        done = terminated | truncated
+        reward, components = self.rewards.compute(state, ctx)
+        next_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise)
+        episode_length = state["env", "episode_step"]
+        state = self.curricula.update(state, ctx, done)
+
+        state = self._reset_envs(state, done, rng)
+        reset_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise, salt=_RESET_SALT)
+        d = done.unsqueeze(-1)
+        policy_obs = {k: torch.where(d, reset_obs[k], next_obs[k]) for k in next_obs}
+        state.set("obs", TensorDict(policy_obs, batch_size=[self.num_envs]))
+
+        n = [self.num_envs]
+        transition = TensorDict(
+            {
+                "next": TensorDict(
+                    {
+                        **next_obs,
+                        "reward": reward,
+                        "terminated": terminated,
+                        "truncated": truncated,
+                        "done": done,
+                    },
+                    batch_size=n,
+                ),
+                "reward_terms": TensorDict(components, batch_size=n),
+                "episode_length": episode_length,
+                "action_nonfinite": bad,
+            },
+            batch_size=n,
+        )
+        return state, transition
+
+    # -- data for learners -----------------------------------------------------------------
+
+    def mirrors(self) -> dict[str, Mirror]:
+        """Left-right mirror maps of every observation group and of the action."""
+        dims = self.observations.term_dims(self._blank_state(), self.ctx)
+        maps = {group: self.observations.mirror(group, dims[group]) for group in self.task.observations}
+        if self.task.action_mirror is None:
+            raise ValueError(f"task {self.task.name} declares no action mirror")
+        maps["action"] = self.task.action_mirror
+        return maps

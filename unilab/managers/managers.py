@@ -1,0 +1,189 @@
+"""Managers turn a task's declared terms into pure functions over the state TensorDict.
+
+State layout (a TensorDict with empty batch size):
+- ``sim``:  physics tensors of the backend (``qpos``, ``qvel``, ``xpos``, ...), batch ``[N]``;
+- ``env``:  per-env entries owned by terms (commands, last actions, episode step), batch ``[N]``;
+- ``task``: scalars shared by all envs (curriculum state).
+
+Managers never write into ``state``; they return new tensors or ``{key: tensor}`` updates
+that ``apply_updates`` merges into a shallow copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.managers.terms import (
+    CommandTerm,
+    CurriculumTerm,
+    EventTerm,
+    Mirror,
+    ObsTerm,
+    RewardTerm,
+    StateKey,
+    TerminationTerm,
+)
+from unilab.mdp import rng as rnglib
+
+Updates = dict[StateKey, torch.Tensor]
+
+
+def apply_updates(state: TensorDict, updates: Updates, mask: torch.Tensor | None = None) -> TensorDict:
+    """A shallow copy of ``state`` with ``updates`` in place of its entries (only in ``mask`` rows)."""
+    out = state.clone(False)
+    for key, value in updates.items():
+        if mask is not None:
+            old = state.get(key)
+            value = torch.where(mask.view(-1, *([1] * (old.dim() - 1))), value, old)
+        out.set(key, value)
+    return out
+
+
+class ObservationManager:
+    """Observation groups (e.g. ``policy``, ``critic``), each the concatenation of its terms."""
+
+    def __init__(self, groups: Mapping[str, Mapping[str, ObsTerm]]) -> None:
+        self.groups = groups
+        self._streams = {(g, n): rnglib.stream_id(f"obs/{g}/{n}") for g, terms in groups.items() for n in terms}
+
+    def compute(
+        self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor, noise: bool, salt: int = 0
+    ) -> dict[str, torch.Tensor]:
+        """``salt`` separates the noise of two evaluations within one step (terminal and post-reset obs)."""
+        out = {}
+        for group, terms in self.groups.items():
+            parts = []
+            for name, term in terms.items():
+                x = term.func(state, ctx, **term.params)
+                if noise and term.noise > 0.0:
+                    stream = self._streams[(group, name)] ^ salt
+                    x = x + rnglib.uniform(rng, stream, tuple(x.shape), -term.noise, term.noise)
+                parts.append(x * term.scale if term.scale != 1.0 else x)
+            out[group] = torch.cat(parts, dim=-1)
+        return out
+
+    def term_dims(self, state: TensorDict, ctx: EnvContext) -> dict[str, dict[str, int]]:
+        return {
+            group: {name: term.func(state, ctx, **term.params).shape[-1] for name, term in terms.items()}
+            for group, terms in self.groups.items()
+        }
+
+    def mirror(self, group: str, dims: Mapping[str, int]) -> Mirror:
+        """The group's mirror map, assembled from its terms' maps; every term must declare one."""
+        index: list[int] = []
+        sign: list[float] = []
+        offset = 0
+        for name, term in self.groups[group].items():
+            if term.mirror is None:
+                raise ValueError(f"observation term {group}/{name} declares no mirror map")
+            if len(term.mirror.index) != dims[name]:
+                raise ValueError(
+                    f"mirror map of {group}/{name} has {len(term.mirror.index)} entries, term has {dims[name]}"
+                )
+            index += [offset + i for i in term.mirror.index]
+            sign += list(term.mirror.sign)
+            offset += dims[name]
+        return Mirror(tuple(index), tuple(sign))
+
+
+class RewardManager:
+    """``reward = dt * sum_i w_i * term_i`` (curriculum-scaled terms also times the penalty scale)."""
+
+    def __init__(self, terms: Mapping[str, RewardTerm], penalty_scale_key: StateKey | None = None) -> None:
+        self.terms = terms
+        self.penalty_scale_key = penalty_scale_key
+        if penalty_scale_key is None and any(t.curriculum_scaled for t in terms.values()):
+            raise ValueError("curriculum-scaled reward terms need a penalty_scale_key")
+
+    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        scale = state.get(self.penalty_scale_key) if self.penalty_scale_key is not None else None
+        components = {}
+        for name, term in self.terms.items():
+            weight = term.weight * ctx.dt
+            value = term.func(state, ctx, **term.params) * weight
+            components[name] = value * scale if term.curriculum_scaled else value
+        reward = torch.stack(list(components.values()), dim=0).sum(dim=0)
+        return reward, components
+
+
+class TerminationManager:
+    def __init__(self, terms: Mapping[str, TerminationTerm]) -> None:
+        self.terms = terms
+
+    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """(terminated, truncated), each bool ``(N,)``; an env both failing and timing out is terminated."""
+        zeros = torch.zeros(ctx.num_envs, dtype=torch.bool, device=ctx.device)
+        terminated, truncated = zeros, zeros
+        for term in self.terms.values():
+            hit = term.func(state, ctx, **term.params)
+            if term.time_out:
+                truncated = truncated | hit
+            else:
+                terminated = terminated | hit
+        return terminated, truncated & ~terminated
+
+
+class CommandManager:
+    def __init__(self, terms: Mapping[str, CommandTerm]) -> None:
+        self.terms = terms
+        self._streams = {n: rnglib.stream_id(f"command/{n}") for n in terms}
+
+    def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
+        return {n: torch.zeros(ctx.num_envs, t.dim, device=ctx.device) for n, t in self.terms.items()}
+
+    def resample(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        for name, term in self.terms.items():
+            rng_n = rng + torch.tensor([self._streams[name], 0], device=rng.device)
+            value = term.resample(state, ctx, mask, rng_n, **term.params)
+            state = apply_updates(state, {("env", name): value}, mask)
+        return state
+
+    def advance(self, state: TensorDict, ctx: EnvContext) -> TensorDict:
+        updates = {
+            ("env", name): term.advance(state["env", name], ctx, **term.advance_params)
+            for name, term in self.terms.items()
+            if term.advance is not None
+        }
+        return apply_updates(state, updates) if updates else state
+
+
+class EventManager:
+    """Reset events, applied in declaration order; each sees the previous ones' results."""
+
+    def __init__(self, terms: Mapping[str, EventTerm]) -> None:
+        self.terms = terms
+        self._streams = {n: rnglib.stream_id(f"event/{n}") for n in terms}
+
+    def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
+        out = {}
+        for term in self.terms.values():
+            for name, (shape, value) in term.state.items():
+                out[name] = torch.full((ctx.num_envs, *shape), value, device=ctx.device)
+        return out
+
+    def reset(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        for name, term in self.terms.items():
+            rng_n = rng + torch.tensor([self._streams[name], 0], device=rng.device)
+            state = apply_updates(state, term.func(state, ctx, mask, rng_n, **term.params), mask)
+        return state
+
+
+class CurriculumManager:
+    def __init__(self, terms: Mapping[str, CurriculumTerm]) -> None:
+        self.terms = terms
+
+    def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
+        return {
+            name: torch.tensor(value, device=ctx.device)
+            for term in self.terms.values()
+            for name, value in term.state.items()
+        }
+
+    def update(self, state: TensorDict, ctx: EnvContext, done: torch.Tensor) -> TensorDict:
+        for term in self.terms.values():
+            state = apply_updates(state, term.func(state, ctx, done, **term.params))
+        return state

@@ -1,0 +1,114 @@
+"""Declarative term configs: a task lists these as data, managers compose them.
+
+Every ``func`` is a pure function of ``(state, ctx, **params)`` (plus ``mask``/``rng`` for
+terms that sample); it reads tensors and returns new ones, never mutating its inputs.
+Adding a reward, observation or reset event to a task is one more entry in a dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TermFn = Callable[..., Any]
+StateKey = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """Left-right mirror of a vector: ``mirrored[..., i] = x[..., index[i]] * sign[i]``."""
+
+    index: tuple[int, ...]
+    sign: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.index) != len(self.sign):
+            raise ValueError(f"Mirror index and sign differ in length: {len(self.index)} vs {len(self.sign)}")
+
+    @staticmethod
+    def signs(*sign: float) -> Mirror:
+        """A mirror that only flips signs, element by element."""
+        return Mirror(tuple(range(len(sign))), tuple(float(s) for s in sign))
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One block of an observation vector: ``(func(...) + U(-noise, noise)) * scale``."""
+
+    func: TermFn
+    params: Mapping[str, Any] = field(default_factory=dict)
+    noise: float = 0.0
+    scale: float = 1.0
+    mirror: Mirror | None = None
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """``weight * func(...)``; the manager multiplies by the control dt and sums the terms.
+
+    ``curriculum_scaled`` terms are also multiplied by the task's penalty scale.
+    """
+
+    func: TermFn
+    weight: float
+    params: Mapping[str, Any] = field(default_factory=dict)
+    curriculum_scaled: bool = False
+
+
+@dataclass(frozen=True)
+class TerminationTerm:
+    """A boolean per env; ``time_out`` terms truncate (bootstrap kept) instead of terminating."""
+
+    func: TermFn
+    params: Mapping[str, Any] = field(default_factory=dict)
+    time_out: bool = False
+
+
+@dataclass(frozen=True)
+class CommandTerm:
+    """A per-env command stored at ``("env", name)`` with ``dim`` entries.
+
+    ``resample(state, ctx, mask, rng, **params)`` draws new values (the manager keeps them
+    only where ``mask``); ``advance(value, ctx, **advance_params)``, if given, evolves the
+    command each control step before physics (e.g. a gait clock).
+    """
+
+    dim: int
+    resample: TermFn
+    params: Mapping[str, Any] = field(default_factory=dict)
+    advance: TermFn | None = None
+    advance_params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EventTerm:
+    """A reset event: ``func(state, ctx, mask, rng, **params) -> {state key: new tensor}``.
+
+    Keys are paths such as ``("sim", "qpos")`` or ``("env", "kp_scale")``; the manager keeps
+    the new values only in the masked envs. ``state`` declares env entries the event owns,
+    as ``{name: (shape, initial value)}``.
+    """
+
+    func: TermFn
+    params: Mapping[str, Any] = field(default_factory=dict)
+    state: Mapping[str, tuple[tuple[int, ...], float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CurriculumTerm:
+    """``func(state, ctx, done, **params) -> {("task", key): new scalar}`` after every step.
+
+    ``state`` declares the task-level scalars it owns with their initial values.
+    """
+
+    func: TermFn
+    state: Mapping[str, float]
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JointPositionAction:
+    """PD targets ``q0 + scale * action`` for every actuated joint."""
+
+    scale: float = 1.0

@@ -1,0 +1,41 @@
+"""Command terms: resample functions ``(state, ctx, mask, rng, **params)`` and clocks."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.mdp.rng import uniform
+
+
+def uniform_velocity(
+    state: TensorDict,
+    ctx: EnvContext,
+    mask: torch.Tensor,
+    rng: torch.Tensor,
+    lin_vel_x: tuple[float, float],
+    lin_vel_y: tuple[float, float],
+    ang_vel_z: tuple[float, float],
+    deadzone: float,
+) -> torch.Tensor:
+    """(vx, vy, wz) uniform in the ranges; planar speeds at or below ``deadzone`` become 0 (wz kept)."""
+    n = ctx.num_envs
+    cmd = torch.stack(
+        [uniform(rng, i, (n,), lo, hi) for i, (lo, hi) in enumerate((lin_vel_x, lin_vel_y, ang_vel_z))], dim=-1
+    )
+    slow = cmd[:, :2].norm(dim=-1, keepdim=True) <= deadzone
+    return torch.cat((torch.where(slow, 0.0, cmd[:, :2]), cmd[:, 2:]), dim=-1)
+
+
+def gait_phase_offset(state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> torch.Tensor:
+    """Left phase uniform in [0, 2pi); the right foot half a cycle behind."""
+    left = uniform(rng, 0, (ctx.num_envs, 1), 0.0, 2 * math.pi)
+    return torch.cat((left, left + math.pi), dim=-1)
+
+
+def gait_phase_advance(phase: torch.Tensor, ctx: EnvContext, frequency: float) -> torch.Tensor:
+    """Advance the phases by 2pi * f * dt and wrap to [0, 2pi)."""
+    return torch.remainder(phase + 2 * math.pi * frequency * ctx.dt, 2 * math.pi)

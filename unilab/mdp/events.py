@@ -1,0 +1,47 @@
+"""Reset events: ``(state, ctx, mask, rng, **params) -> {state key: tensor for all envs}``.
+
+The event manager keeps the returned values only in the masked envs, so events sample
+for every env (fixed shapes) and need not look at the mask themselves.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.mdp.math import quat_mul, yaw_quat
+from unilab.mdp.rng import uniform
+
+
+def reset_to_default_pose(
+    state: TensorDict,
+    ctx: EnvContext,
+    mask: torch.Tensor,
+    rng: torch.Tensor,
+    xy_range: float,
+    yaw_range: float,
+    root_vel_range: float,
+) -> dict:
+    """Stand keyframe shifted by U(+-xy) in x and y, turned by U(+-yaw) about its own z axis,
+    root velocities U(+-root_vel_range) (qvel[0:6]); joints exactly at q0 and at rest."""
+    n = ctx.num_envs
+    qpos = ctx.default_qpos.expand(n, -1).clone()
+    qpos[:, :2] += uniform(rng, 0, (n, 2), -xy_range, xy_range)
+    yaw = uniform(rng, 1, (n,), -yaw_range, yaw_range)
+    qpos[:, 3:7] = quat_mul(qpos[:, 3:7], yaw_quat(yaw))
+    qvel = torch.zeros_like(state["sim", "qvel"])
+    qvel[:, :6] = uniform(rng, 2, (n, 6), -root_vel_range, root_vel_range)
+    return {("sim", "qpos"): qpos, ("sim", "qvel"): qvel}
+
+
+def scale_pd_gains(
+    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
+) -> dict:
+    """Independent per-env scalars for kp and kd, applied to every joint."""
+    lo, hi = scale_range
+    n = ctx.num_envs
+    return {
+        ("env", "kp_scale"): uniform(rng, 0, (n, 1), lo, hi),
+        ("env", "kv_scale"): uniform(rng, 1, (n, 1), lo, hi),
+    }

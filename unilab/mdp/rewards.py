@@ -39,9 +39,8 @@ def action_rate_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
     return (state["env", "action"] - state["env", "prev_action"]).square().sum(-1)
 
 
-def joint_pose_weighted_l2(state: TensorDict, ctx: EnvContext, weights: tuple[float, ...]) -> torch.Tensor:
-    w = torch.tensor(weights, device=ctx.device)
-    return ((state["sim", "qpos"][:, 7:] - ctx.default_joint_pos).square() * w).sum(-1)
+def joint_pose_weighted_l2(state: TensorDict, ctx: EnvContext, weights: torch.Tensor) -> torch.Tensor:
+    return ((state["sim", "qpos"][:, 7:] - ctx.default_joint_pos).square() * weights).sum(-1)
 
 
 def quat_xy_l2(state: TensorDict, ctx: EnvContext, quat_sensors: tuple[str, ...]) -> torch.Tensor:

@@ -37,7 +37,16 @@ def make_rng(seed: int, device: torch.device | str = "cpu") -> torch.Tensor:
 
 def advance(rng: torch.Tensor) -> torch.Tensor:
     """The state for the next step."""
-    return rng + torch.tensor([0, 1], dtype=rng.dtype, device=rng.device)
+    return torch.stack((rng[0], rng[1] + 1))
+
+
+def fold(rng: torch.Tensor, stream: int) -> torch.Tensor:
+    """A state for a sub-component (a term, a phase of the step) that shares the counter.
+
+    Built from device arithmetic only: a ``torch.tensor`` of Python values would be a
+    host-to-device copy, which a CUDA graph capture does not allow.
+    """
+    return torch.stack((_mix(rng[0] + stream), rng[1]))
 
 
 def stream_id(name: str) -> int:

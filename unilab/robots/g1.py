@@ -81,7 +81,8 @@ ROOT_HEIGHT = 0.754
 """Pelvis height of the ``stand`` keyframe (m)."""
 
 
-def _short(joint: str) -> str:
+def short_name(joint: str) -> str:
+    """``left_hip_pitch_joint`` -> ``hip_pitch``: the name shared by a joint and its mirror twin."""
     return joint.removeprefix("left_").removeprefix("right_").removesuffix("_joint")
 
 
@@ -89,9 +90,9 @@ _SHORT_DEFAULTS = {"hip_pitch": -0.312, "knee": 0.669, "ankle_pitch": -0.363, "s
 
 
 def _default_pos(joint: str) -> float:
-    if _short(joint) == "shoulder_roll":
+    if short_name(joint) == "shoulder_roll":
         return 0.2 if joint.startswith("left_") else -0.2
-    return _SHORT_DEFAULTS.get(_short(joint), 0.0)
+    return _SHORT_DEFAULTS.get(short_name(joint), 0.0)
 
 
 DEFAULT_JOINT_POS: tuple[float, ...] = tuple(_default_pos(j) for j in JOINT_NAMES)
@@ -123,7 +124,7 @@ ACTUATOR_GROUPS: dict[str, ActuatorGroup] = {
 
 def actuator_group(joint: str) -> str:
     """Name of the actuator group that drives ``joint``."""
-    short = _short(joint)
+    short = short_name(joint)
     for name, group in ACTUATOR_GROUPS.items():
         if short in group.joints:
             return name

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from unilab.assets import G1_FLAT_SCENE
 from unilab.managers.terms import (
     CommandTerm,
@@ -35,10 +37,7 @@ _POSE_WEIGHTS = {
     "ankle_pitch": 5.0,
     "ankle_roll": 5.0,
 }
-POSE_WEIGHTS = tuple(
-    _POSE_WEIGHTS.get(j.removeprefix("left_").removeprefix("right_").removesuffix("_joint"), 50.0)
-    for j in g1.JOINT_NAMES
-)
+POSE_WEIGHTS = torch.tensor([_POSE_WEIGHTS.get(g1.short_name(j), 50.0) for j in g1.JOINT_NAMES])
 
 JOINTS = Mirror(g1.MIRROR_JOINT_INDEX, g1.MIRROR_JOINT_SIGN)
 ANGULAR = Mirror.signs(-1, 1, -1)  # a pseudo-vector under the sagittal mirror

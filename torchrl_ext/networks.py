@@ -1,0 +1,185 @@
+"""FastSAC actor and distributional twin critic.
+
+The two critics share one module with stacked weights, so each layer of both nets is a single batched matmul instead
+of two kernel launches. Each network owns its observation normaliser, so a saved or exported policy carries the
+statistics it was trained with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import pairwise
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+LOG_STD_MIN = -5.0
+LOG_STD_MAX = 0.0
+MEAN_LIMIT = 10.0
+
+
+class RunningNorm(nn.Module):
+    """Standardises inputs with running statistics.
+
+    A batch is folded in with Chan's parallel merge, a handful of tensor ops with no host synchronisation, so the
+    update can sit inside a captured graph. The statistics are buffers: they follow ``.to(device)`` and are saved in
+    ``state_dict``. ``eps`` is added to the variance so features that never vary are not blown up.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-4, clip: float | None = None) -> None:
+        super().__init__()
+        self.eps = eps
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.zeros(()))
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        x = x.reshape(-1, self.mean.shape[0]).to(self.mean.dtype)
+        batch_var, batch_mean = torch.var_mean(x, dim=0, correction=0)
+        total = self.count + x.shape[0]
+        new_share = x.shape[0] / total
+        delta = batch_mean - self.mean
+        self.mean.add_(delta * new_share)
+        self.var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)
+        self.count.copy_(total)
+
+    def forward(self, x: Tensor) -> Tensor:
+        normalised = (x - self.mean) * torch.rsqrt(self.var + self.eps)
+        return normalised if self.clip is None else normalised.clamp(-self.clip, self.clip)
+
+
+def mlp(in_dim: int, widths: Sequence[int]) -> nn.Sequential:
+    """Linear + LayerNorm + SiLU blocks; LayerNorm keeps pre-activations in range at the high update-to-data ratios
+    FastSAC uses."""
+    layers: list[nn.Module] = []
+    for width in widths:
+        layers += [nn.Linear(in_dim, width), nn.LayerNorm(width), nn.SiLU()]
+        in_dim = width
+    return nn.Sequential(*layers)
+
+
+def _zero_linear(in_dim: int, out_dim: int) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.zeros_(layer.weight)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class Actor(nn.Module):
+    """Tanh-squashed Gaussian policy.
+
+    The heads start at zero so the first policy is centred with a mid-range std whatever the trunk's random init.
+    The log-std is squashed into ``[LOG_STD_MIN, LOG_STD_MAX]`` with a tanh rather than clipped, so it keeps a
+    gradient near its bounds. Heads are evaluated in float32 so bf16 autocast does not coarsen the log-probability.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: Sequence[int] = (512, 256, 128),
+        normalize_obs: bool = False,
+    ) -> None:
+        super().__init__()
+        self.obs_norm: nn.Module = RunningNorm(obs_dim) if normalize_obs else nn.Identity()
+        self.trunk = mlp(obs_dim, hidden)
+        self.mean_head = _zero_linear(hidden[-1], action_dim)
+        self.log_std_head = _zero_linear(hidden[-1], action_dim)
+
+    def distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and log-std of the pre-tanh Gaussian."""
+        features = self.trunk(self.obs_norm(obs))
+        mean = self.mean_head(features).float().clamp(-MEAN_LIMIT, MEAN_LIMIT)
+        squashed = torch.tanh(self.log_std_head(features).float())
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1)
+        return mean, log_std
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """Deterministic action, the one a deployed policy takes."""
+        return torch.tanh(self.distribution(obs)[0])
+
+    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Reparameterised action and its log-probability under the squashed distribution.
+
+        The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``, which stays finite when the
+        action saturates, where the naive form takes the log of zero.
+        """
+        mean, log_std = self.distribution(obs)
+        noise = torch.randn_like(mean)
+        pre_tanh = mean + noise * log_std.exp()
+        gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
+        log_jacobian = 2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))
+        return torch.tanh(pre_tanh), gaussian - log_jacobian.sum(-1)
+
+
+class EnsembleLinear(nn.Module):
+    """``num_members`` independent linear layers applied with one ``baddbmm``; input and output are (E, N, dim)."""
+
+    def __init__(self, num_members: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1 / math.sqrt(in_dim)  # the same range nn.Linear's default init draws from
+        self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm with a separate affine transform per ensemble member."""
+
+    def __init__(self, num_members: int, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_members, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+
+
+class EnsembleCritic(nn.Module):
+    """Ensemble of C51 critics on ``concat[critic_obs, action]``.
+
+    Returns logits over a fixed support ``linspace(v_min, v_max, num_atoms)``. The support bounds are configuration:
+    they must cover the discounted return scale of the task's rewards.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: Sequence[int] = (768, 384, 192),
+        num_atoms: int = 101,
+        v_min: float = -20.0,
+        v_max: float = 20.0,
+        num_members: int = 2,
+        normalize_obs: bool = False,
+    ) -> None:
+        super().__init__()
+        self.num_members = num_members
+        self.v_min = float(v_min)
+        self.v_max = float(v_max)
+        self.obs_norm: nn.Module = RunningNorm(obs_dim) if normalize_obs else nn.Identity()
+        self.register_buffer("support", torch.linspace(self.v_min, self.v_max, num_atoms), persistent=False)
+        widths = [obs_dim + action_dim, *hidden]
+        layers: list[nn.Module] = []
+        for in_dim, out_dim in pairwise(widths):
+            layers += [EnsembleLinear(num_members, in_dim, out_dim), EnsembleLayerNorm(num_members, out_dim), nn.SiLU()]
+        layers.append(EnsembleLinear(num_members, widths[-1], num_atoms))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        """Logits of shape (num_members, *batch, num_atoms)."""
+        x = torch.cat([self.obs_norm(obs), action], dim=-1)
+        batch_shape = x.shape[:-1]
+        x = x.reshape(1, -1, x.shape[-1]).expand(self.num_members, -1, -1)
+        return self.net(x).reshape(self.num_members, *batch_shape, -1)
+
+    def expected_q(self, logits: Tensor) -> Tensor:
+        """Mean of each member's return distribution, in float32."""
+        return (logits.float().softmax(-1) * self.support).sum(-1)

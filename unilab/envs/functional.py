@@ -21,6 +21,7 @@ from unilab.managers.managers import (
     RewardManager,
     TerminationManager,
     apply_updates,
+    observation_term_dims,
 )
 from unilab.managers.terms import Mirror
 from unilab.mdp import rng as rnglib
@@ -43,19 +44,17 @@ class FunctionalEnv:
         self.device = sim.device
         max_steps = round(task.episode_length_s / sim.control_dt)
         self.ctx = EnvContext.from_model(sim.model, sim.num_worlds, sim.device, sim.control_dt, max_steps)
-        self.observations = ObservationManager(task.observations)
-        self.rewards = RewardManager(task.rewards, sim.device, task.penalty_scale_key)
-        self.terminations = TerminationManager(task.terminations)
-        self.commands = CommandManager(task.commands)
-        self.events = EventManager(task.events)
-        self.curricula = CurriculumManager(task.curricula)
         self._handle = ops.register(sim)
         self._views = ops.state_views(sim)
         self.action_dim = sim.model.nu
-        self.obs_dims = {
-            group: sum(dims.values())
-            for group, dims in self.observations.term_dims(self._blank_state(), self.ctx).items()
-        }
+        self.commands = CommandManager(task.commands)
+        self.events = EventManager(task.events)
+        self.curricula = CurriculumManager(task.curricula)
+        self.obs_term_dims = observation_term_dims(task.observations, self._blank_state(), self.ctx)
+        self.observations = ObservationManager(task.observations, self.obs_term_dims, sim.device)
+        self.rewards = RewardManager(task.rewards, sim.device, task.penalty_scale_key)
+        self.terminations = TerminationManager(task.terminations)
+        self.obs_dims = {group: sum(dims.values()) for group, dims in self.obs_term_dims.items()}
 
     # -- state ---------------------------------------------------------------------------
 
@@ -187,8 +186,7 @@ class FunctionalEnv:
 
     def mirrors(self) -> dict[str, Mirror]:
         """Left-right mirror maps of every observation group and of the action."""
-        dims = self.observations.term_dims(self._blank_state(), self.ctx)
-        maps = {group: self.observations.mirror(group, dims[group]) for group in self.task.observations}
+        maps = {group: self.observations.mirror(group, self.obs_term_dims[group]) for group in self.task.observations}
         if self.task.action_mirror is None:
             raise ValueError(f"task {self.task.name} declares no action mirror")
         maps["action"] = self.task.action_mirror

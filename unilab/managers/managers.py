@@ -49,34 +49,50 @@ def apply_updates(state: TensorDict, updates: Updates, mask: torch.Tensor | None
     return out
 
 
-class ObservationManager:
-    """Observation groups (e.g. ``policy``, ``critic``), each the concatenation of its terms."""
+def observation_term_dims(
+    groups: Mapping[str, Mapping[str, ObsTerm]], state: TensorDict, ctx: EnvContext
+) -> dict[str, dict[str, int]]:
+    """Width of every observation term, found by evaluating it once."""
+    return {
+        group: {name: term.func(state, ctx, **term.params).shape[-1] for name, term in terms.items()}
+        for group, terms in groups.items()
+    }
 
-    def __init__(self, groups: Mapping[str, Mapping[str, ObsTerm]]) -> None:
+
+class ObservationManager:
+    """Observation groups (e.g. ``policy``, ``critic``), each the concatenation of its terms.
+
+    Noise and scale are applied to a whole group at once with per-column vectors built
+    here: one random draw per group instead of one per noisy term.
+    """
+
+    def __init__(
+        self, groups: Mapping[str, Mapping[str, ObsTerm]], dims: Mapping[str, Mapping[str, int]], device: torch.device
+    ) -> None:
         self.groups = groups
-        self._streams = {(g, n): rnglib.stream_id(f"obs/{g}/{n}") for g, terms in groups.items() for n in terms}
+        self._streams = {g: rnglib.stream_id(f"obs/{g}") for g in groups}
+        self._noise: dict[str, torch.Tensor | None] = {}
+        self._scale: dict[str, torch.Tensor | None] = {}
+        for group, terms in groups.items():
+            noise = torch.cat([torch.full((dims[group][n],), t.noise) for n, t in terms.items()]).to(device)
+            scale = torch.cat([torch.full((dims[group][n],), t.scale) for n, t in terms.items()]).to(device)
+            self._noise[group] = noise if bool((noise > 0).any()) else None
+            self._scale[group] = scale if bool((scale != 1).any()) else None
 
     def compute(
         self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor, noise: bool, salt: int = 0
     ) -> dict[str, torch.Tensor]:
-        """``salt`` separates the noise of two evaluations within one step (terminal and post-reset obs)."""
+        """``(terms + U(-noise, noise)) * scale`` per group; ``salt`` separates the noise of two
+        evaluations within one step (terminal and post-reset observations)."""
         out = {}
         for group, terms in self.groups.items():
-            parts = []
-            for name, term in terms.items():
-                x = term.func(state, ctx, **term.params)
-                if noise and term.noise > 0.0:
-                    stream = self._streams[(group, name)] ^ salt
-                    x = x + rnglib.uniform(rng, stream, tuple(x.shape), -term.noise, term.noise)
-                parts.append(x * term.scale if term.scale != 1.0 else x)
-            out[group] = torch.cat(parts, dim=-1)
+            x = torch.cat([term.func(state, ctx, **term.params) for term in terms.values()], dim=-1)
+            amplitude = self._noise[group]
+            if noise and amplitude is not None:
+                x = x + rnglib.uniform(rng, self._streams[group] ^ salt, tuple(x.shape), -amplitude, amplitude)
+            scale = self._scale[group]
+            out[group] = x * scale if scale is not None else x
         return out
-
-    def term_dims(self, state: TensorDict, ctx: EnvContext) -> dict[str, dict[str, int]]:
-        return {
-            group: {name: term.func(state, ctx, **term.params).shape[-1] for name, term in terms.items()}
-            for group, terms in self.groups.items()
-        }
 
     def mirror(self, group: str, dims: Mapping[str, int]) -> Mirror:
         """The group's mirror map, assembled from its terms' maps; every term must declare one."""

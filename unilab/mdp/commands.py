@@ -22,9 +22,9 @@ def uniform_velocity(
     deadzone: float,
 ) -> torch.Tensor:
     """(vx, vy, wz) uniform in the ranges; planar speeds at or below ``deadzone`` become 0 (wz kept)."""
-    n = ctx.num_envs
+    u = uniform(rng, 0, (ctx.num_envs, 3))
     cmd = torch.stack(
-        [uniform(rng, i, (n,), lo, hi) for i, (lo, hi) in enumerate((lin_vel_x, lin_vel_y, ang_vel_z))], dim=-1
+        [lo + (hi - lo) * u[:, i] for i, (lo, hi) in enumerate((lin_vel_x, lin_vel_y, ang_vel_z))], dim=-1
     )
     slow = cmd[:, :2].norm(dim=-1, keepdim=True) <= deadzone
     return torch.cat((torch.where(slow, 0.0, cmd[:, :2]), cmd[:, 2:]), dim=-1)

@@ -26,12 +26,12 @@ def reset_to_default_pose(
     """Stand keyframe shifted by U(+-xy) in x and y, turned by U(+-yaw) about its own z axis,
     root velocities U(+-root_vel_range) (qvel[0:6]); joints exactly at q0 and at rest."""
     n = ctx.num_envs
+    u = uniform(rng, 0, (n, 9), -1.0, 1.0)  # one draw: xy (2), yaw (1), root velocity (6)
     qpos = ctx.default_qpos.expand(n, -1).clone()
-    qpos[:, :2] += uniform(rng, 0, (n, 2), -xy_range, xy_range)
-    yaw = uniform(rng, 1, (n,), -yaw_range, yaw_range)
-    qpos[:, 3:7] = quat_mul(qpos[:, 3:7], yaw_quat(yaw))
+    qpos[:, :2] += xy_range * u[:, :2]
+    qpos[:, 3:7] = quat_mul(qpos[:, 3:7], yaw_quat(yaw_range * u[:, 2]))
     qvel = torch.zeros_like(state["sim", "qvel"])
-    qvel[:, :6] = uniform(rng, 2, (n, 6), -root_vel_range, root_vel_range)
+    qvel[:, :6] = root_vel_range * u[:, 3:]
     return {("sim", "qpos"): qpos, ("sim", "qvel"): qvel}
 
 
@@ -39,9 +39,5 @@ def scale_pd_gains(
     state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
 ) -> dict:
     """Independent per-env scalars for kp and kd, applied to every joint."""
-    lo, hi = scale_range
-    n = ctx.num_envs
-    return {
-        ("env", "kp_scale"): uniform(rng, 0, (n, 1), lo, hi),
-        ("env", "kv_scale"): uniform(rng, 1, (n, 1), lo, hi),
-    }
+    scales = uniform(rng, 0, (ctx.num_envs, 2), *scale_range)
+    return {("env", "kp_scale"): scales[:, :1], ("env", "kv_scale"): scales[:, 1:]}

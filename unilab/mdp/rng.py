@@ -1,13 +1,14 @@
 """Counter-based random numbers: pure functions of (seed, counter, stream, element index).
 
-An env step takes ``rng`` (int64 tensor ``[seed, counter]``) and returns it with the
-counter advanced, so a run is reproducible from its seed, draws are identical on CPU and
-CUDA, and sampling is plain tensor arithmetic that ``torch.compile`` traces and a CUDA
-graph replays (no generator state to register). Each term draws from its own ``stream``
-so adding a term does not shift the numbers another term sees.
+An env step takes ``rng`` (int64 tensor ``[seed, counter]``) and the caller advances the
+counter, so a run is reproducible from its seed, draws are identical on CPU and CUDA, and
+sampling is plain tensor arithmetic that ``torch.compile`` traces and a CUDA graph replays
+(no generator state to register). Each term draws from its own ``stream`` so adding a
+term does not shift the numbers another term sees.
 
-The mixer is a 32-bit integer hash (xor-shift-multiply rounds) evaluated in int64; all
-multiplier constants are below 2**31, so no product overflows int64.
+The mixer is a 32-bit integer hash (two xor-shift-multiply rounds, "lowbias32") evaluated
+in int64; every product stays below 2**63. Draws are kept few and wide (one per term),
+since each costs a fixed chain of small kernels whatever its size.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from __future__ import annotations
 import zlib
 
 import torch
+from torch import Tensor
 
 _MASK32 = 0xFFFFFFFF
-_M1, _M2 = 0x2C1B3C6D, 0x297A2D39  # odd multipliers below 2**31 (see module docstring)
+_M1, _M2 = 0x21F0AAAD, 0x735A2D97  # odd multipliers below 2**31: a 32-bit value times one fits in int64
+_SEED_MUL, _COUNTER_MUL, _INDEX_MUL = 0x2545F491, 0x3C6EF372 // 4, 0x9E3779B1 // 2
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
     x = x & _MASK32
     x = ((x ^ (x >> 16)) * _M1) & _MASK32
     x = ((x ^ (x >> 15)) * _M2) & _MASK32
-    x = ((x ^ (x >> 16)) * _M1) & _MASK32
     return x ^ (x >> 15)
 
 
@@ -58,16 +60,16 @@ def _bits(rng: torch.Tensor, stream: int, shape: tuple[int, ...]) -> torch.Tenso
     n = 1
     for s in shape:
         n *= s
-    # Seed, counter and stream enter through separate mixing rounds, so (counter + 1, stream)
-    # and (counter, stream + 1) give unrelated keys.
-    key = _mix(_mix(_mix(rng[0] + 0x3C6EF372) ^ rng[1]) + _mix(torch.full_like(rng[1], stream)))
+    # Seed and counter are masked to 31 and 30 bits so their products stay below 2**62.
+    key = _mix((rng[0] & 0x7FFFFFFF) * _SEED_MUL + (rng[1] & 0x3FFFFFFF) * _COUNTER_MUL + stream)
     index = torch.arange(n, dtype=torch.int64, device=rng.device)
-    return _mix(_mix(index ^ key) + key).reshape(shape)
+    return _mix(index * _INDEX_MUL + key).reshape(shape)
 
 
-def uniform(
-    rng: torch.Tensor, stream: int, shape: tuple[int, ...], low: float = 0.0, high: float = 1.0
-) -> torch.Tensor:
-    """U(low, high) float32 samples; 24 random bits each."""
+Bound = float | torch.Tensor
+
+
+def uniform(rng: torch.Tensor, stream: int, shape: tuple[int, ...], low: Bound = 0.0, high: Bound = 1.0) -> Tensor:
+    """U(low, high) float32 samples with 24 random bits each; ``low``/``high`` broadcast (per-column ranges)."""
     u = (_bits(rng, stream, shape) >> 8).to(torch.float32) * (1.0 / 2**24)
     return low + (high - low) * u

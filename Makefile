@@ -15,9 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-# The main job. For now: a physics smoke run on the default backend of this machine.
+# The main job: SAC on g1_walk_flat with this machine's defaults (mjwarp on CUDA, else C MuJoCo, small sizes).
 run: setup
-	$(VENV)/bin/unilab bench physics --num-envs 16 --steps 50
+	$(VENV)/bin/train
 
 test: setup
 	$(PY) -m pytest -m "not slow"

@@ -7,7 +7,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"bench": "unilab.bench"}
+    commands = {"bench": "unilab.bench", "train": "unilab.train"}
     if not argv or argv[0] not in commands:
         print(f"usage: unilab {{{','.join(commands)}}} ...", file=sys.stderr)
         raise SystemExit(2)

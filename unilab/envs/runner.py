@@ -57,10 +57,12 @@ class EnvRunner:
     def _step_in_place(self) -> TensorDict:
         rng = advance(self.rng)
         self.rng.copy_(rng)
-        action = self.policy(self.state["obs"]) if self.policy is not None else self.action
+        obs = self.state["obs"].clone()  # the static state is overwritten below
+        action = self.policy(obs) if self.policy is not None else self.action
         new_state, transition = self.env.step(self.state, action, rng)
         # Physics tensors were written in place by the sim ops; copy the rest into the static state.
         self.state.exclude("sim").update_(new_state.exclude("sim"))
+        transition.update(obs)
         transition.set("action", action)
         return transition
 

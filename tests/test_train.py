@@ -1,0 +1,94 @@
+"""End-to-end `train` on CPU: config composition, run directory, tail rate, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+import torch
+
+from unilab.train import compose_config, main, run
+
+TINY = [
+    "algo.num_envs=4",
+    "algo.batch_size=64",
+    "algo.replay_buffer_n=64",
+    "algo.updates_per_step=2",
+    "algo.policy_frequency=2",
+    "algo.learning_starts=2",
+    "algo.actor_hidden=[32,32]",
+    "algo.critic_hidden=[32,32]",
+    "algo.num_atoms=21",
+    "algo.save_interval=10",
+    "training.log_interval=5",
+    "training.progress=false",
+]
+
+
+def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
+    return [f"sim={sim}", *TINY, f"training.log_dir={tmp_path / 'run'}", *extra]
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) -> None:
+    summary = run(compose_config(tiny(tmp_path, sim, "algo.max_iterations=25")))
+    run_dir = tmp_path / "run"
+    data = json.loads((run_dir / "run_summary.json").read_text())
+    assert data["status"] == "completed" == summary.status
+    assert data["completed_iterations"] == 25
+    assert data["tail_iteration_count"] == 20
+    assert data["tail_env_steps_per_sec"] > 0
+    assert data["total_env_steps"] >= 25 * 4
+    assert data["sim"] == sim and data["config"]["algo"]["num_envs"] == 4
+    assert data["environment"]["versions"]["torch"] == torch.__version__
+    config = json.loads((run_dir / "run_config.json").read_text())
+    assert config["config"]["task"]["name"] == "g1_walk_flat"
+    assert {p.name for p in run_dir.glob("model_*.pt")} == {"model_10.pt", "model_20.pt", "model_25.pt"}
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    session = ort.InferenceSession(str(run_dir / "policy.onnx"))
+    action = session.run(["action"], {"obs": torch.zeros(2, 100).numpy()})[0]
+    assert action.shape == (2, 29) and (abs(action) <= 1).all()
+
+
+def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> None:
+    run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=10", "training.export_onnx=false")))
+    checkpoint = tmp_path / "run" / "model_10.pt"
+    saved = torch.load(checkpoint, weights_only=False)
+    assert saved["iteration"] == 10
+    resumed_dir = tmp_path / "resumed"
+    overrides = [*tiny(tmp_path, "mujoco", "algo.max_iterations=14", "training.export_onnx=false")]
+    overrides = [o for o in overrides if not o.startswith("training.log_dir")]
+    overrides += [f"training.log_dir={resumed_dir}", f"algo.resume={checkpoint}"]
+    summary = run(compose_config(overrides))
+    assert summary.completed_iterations == 14
+    final = torch.load(resumed_dir / "model_14.pt", weights_only=False)
+    assert final["iteration"] == 14
+    # The optimiser state was carried over (AdamW step counts keep growing from the checkpoint).
+    step_before = next(iter(saved["optim"]["critic"]["state"].values()))["step"]
+    step_after = next(iter(final["optim"]["critic"]["state"].values()))["step"]
+    assert float(step_after) == float(step_before) + 4 * 2
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
+        ("algo.batch_size=100000", "larger than the replay buffer"),
+        ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_walk_flat"),
+        ("algo=ppo", "unknown algo 'ppo'"),
+        ("training.no_play=false", "not implemented yet"),
+    ],
+)
+def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        main([*tiny(tmp_path, "mujoco"), override])
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_flags_and_overrides_agree(tmp_path: Path) -> None:
+    a = compose_config(["algo=sac", "task=g1_walk_flat", "sim=mujoco", "algo.seed=3"])
+    assert a.algo.seed == 3 and a.sim.name == "mujoco" and a.algo.num_envs == 16
+    with pytest.raises(SystemExit):
+        main(["--sim", "mujoco", "sim=mjwarp"])

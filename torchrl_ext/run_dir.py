@@ -1,0 +1,238 @@
+"""Run directories and the machine-readable summary each run leaves behind.
+
+Every run gets its own directory so that logs, checkpoints and ``run_summary.json`` from different runs never mix,
+and the summary records enough about the code and machine that a throughput number can be traced back to what
+produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
+import torch
+
+from torchrl_ext.metrics import TailRateMeter
+
+SUMMARY_FILENAME = "run_summary.json"
+RUN_STATUSES = ("running", "completed", "interrupted", "failed")
+# importlib.metadata wants distribution names, which differ from the import names for some of these.
+_DISTRIBUTIONS = {
+    "torch": "torch",
+    "warp": "warp-lang",
+    "mujoco": "mujoco",
+    "mujoco_warp": "mujoco-warp",
+    "tensordict": "tensordict",
+    "torchrl": "torchrl",
+}
+_GIT_TIMEOUT_S = 10.0
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _timestamp() -> str:
+    """Local time, because that is what a person scanning the log folder will compare against."""
+    return dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def utc_now_iso() -> str:
+    """UTC with an explicit offset, so start and end times compare across machines in different time zones."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def make_run_dir(log_dir: str | None, algo: str, task: str, sim: str, root: str | Path = "logs") -> Path:
+    """Create the run's directory.
+
+    An explicit ``log_dir`` is honoured as is (and may already exist, e.g. to resume). An automatic path gets a
+    numeric suffix when taken, because two runs started in the same second must not write into one directory.
+    """
+    if log_dir is not None:
+        path = Path(log_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    base = Path(root) / algo / task / f"{_timestamp()}_{sim}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    return _claim_fresh_dir(base)
+
+
+def _claim_fresh_dir(base: Path) -> Path:
+    """``mkdir`` without ``exist_ok`` is atomic, so concurrent runs racing for a name each end up with their own."""
+    candidate, suffix = base, 0
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            suffix += 1
+            candidate = base.with_name(f"{base.name}_{suffix}")
+
+
+def _json_default(obj: Any) -> Any:
+    """Let summaries hold the values a trainer naturally has at hand (paths, numpy and torch scalars)."""
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, torch.Tensor):
+        value = obj.detach().cpu()
+        return value.item() if value.numel() == 1 and value.dim() == 0 else value.tolist()
+    if isinstance(obj, dt.date):  # datetime is a subclass of date
+        return obj.isoformat()
+    if isinstance(obj, set | frozenset):
+        return sorted(obj, key=str)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    """Write JSON so that readers (dashboards, a later resume) only ever see a complete old or new file.
+
+    The data goes to a uniquely named sibling first, is flushed to disk, and then renamed over the target; a
+    rename within one directory is atomic. On any error the sibling is removed and the old file is left alone.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        # os.open with 0o666 lets the umask decide permissions, as a plain open() would for the final file.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(obj, handle, indent=2, default=_json_default)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    """Any failure (no git binary, not a repository, a hang) means "unknown", never a crashed run."""
+    try:
+        result = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def git_info(repo: Path) -> dict[str, Any]:
+    """Commit and dirtiness; ``--no-optional-locks`` keeps ``git status`` from touching the index of a live repo."""
+    commit = _git(repo, "rev-parse", "HEAD")
+    if commit is None:
+        return {"git_commit": None, "git_commit_short": None, "git_dirty": None}
+    status = _git(repo, "status", "--porcelain")
+    return {
+        "git_commit": commit,
+        "git_commit_short": _git(repo, "rev-parse", "--short", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+    }
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions, read from metadata so that recording them never imports heavy GPU packages."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name, distribution in _DISTRIBUTIONS.items():
+        try:
+            versions[name] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def environment_info(repo: Path | None = None) -> dict[str, Any]:
+    """What a throughput number depends on besides the config: code revision, library versions and hardware.
+
+    ``repo`` defaults to the checkout this package lives in, since that is the code actually running.
+    """
+    cuda = torch.cuda.is_available()
+    return {
+        **git_info(Path(repo) if repo is not None else _REPO_ROOT),
+        "versions": package_versions(),
+        "cuda_available": cuda,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_name": torch.cuda.get_device_name(0) if cuda else None,
+        "hostname": socket.gethostname(),
+    }
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise ValueError(f"status must be one of {RUN_STATUSES}, got {status!r}")
+
+
+@dataclass
+class RunSummary:
+    """The record a run leaves for tooling that compares runs; rewritten as the run progresses.
+
+    ``environment`` defaults to empty rather than calling :func:`environment_info` so that rebuilding the summary
+    every few iterations does not spawn git each time; fill it once at start-up.
+    """
+
+    status: str
+    algo: str
+    task: str
+    sim: str
+    num_envs: int
+    completed_iterations: int = 0
+    tail_iteration_count: int = 0
+    tail_env_steps_per_sec: float | None = None
+    final_env_steps_per_sec: float | None = None
+    total_env_steps: int = 0
+    training_wall_time_sec: float = 0.0
+    start_time_utc: str = field(default_factory=utc_now_iso)
+    end_time_utc: str | None = None
+    last_checkpoint: str | None = None
+    final_mean_reward: float | None = None
+    mean_episode_length: float | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_status(self.status)
+
+    @classmethod
+    def from_meter(cls, meter: TailRateMeter, **fields: Any) -> RunSummary:
+        """Take the rate fields from the meter so they cannot drift from what the meter measured.
+
+        Iteration and step totals come from the caller: the meter sees only the timed iterations,
+        while a run also counts its capture iteration and its replay pre-fill.
+        """
+        rates = {
+            "tail_iteration_count": meter.tail_iteration_count,
+            "tail_env_steps_per_sec": meter.tail_env_steps_per_sec(),
+            "final_env_steps_per_sec": meter.final_env_steps_per_sec(),
+        }
+        clash = sorted(rates.keys() & fields.keys())
+        if clash:
+            raise TypeError(f"fields {clash} come from the meter and cannot also be passed")
+        return cls(**fields, **rates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def write(self, run_dir: Path) -> Path:
+        """Atomic, so a dashboard polling the file mid-run never reads a truncated summary."""
+        _check_status(self.status)
+        path = Path(run_dir) / SUMMARY_FILENAME
+        write_json_atomic(path, self.to_dict())
+        return path

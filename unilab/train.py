@@ -1,0 +1,184 @@
+"""``train``: compose the Hydra config, build env and trainer, run, and write the run directory.
+
+Same overrides from both entry points:
+``train --algo sac --task g1_walk_flat --sim mjwarp algo.max_iterations=160 ...`` and
+``python scripts/train.py algo=sac task=g1_walk_flat sim=mjwarp algo.max_iterations=160 ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from torchrl_ext.config import TrainConfig, validate
+from unilab.sim import BACKENDS, default_backend
+from unilab.tasks.registry import list_tasks, make_functional_env
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+ALGOS = ("sac",)
+
+
+def _group(overrides: list[str], name: str) -> str | None:
+    values = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")]
+    return values[-1] if values else None
+
+
+def compose_config(overrides: list[str]) -> TrainConfig:
+    """Hydra composition checked against the typed schema; unknown names fail here, before any work."""
+    algo, task, sim = (_group(overrides, g) for g in ("algo", "task", "sim"))
+    if algo is not None and algo not in ALGOS:
+        raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(ALGOS)}")
+    if task is not None and task not in list_tasks():
+        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    if sim in (None, "auto"):
+        overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
+    elif sim not in BACKENDS:
+        raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        composed = compose(config_name="train", overrides=overrides)
+    typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
+    cfg: TrainConfig = OmegaConf.to_object(typed)
+    validate(cfg)
+    return cfg
+
+
+def run(cfg: TrainConfig):
+    """Train as configured; returns the RunSummary written to the run directory."""
+    from torchrl_ext.metrics import TailRateMeter
+    from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
+    from torchrl_ext.trainer import IterationTimer, SACTrainer
+
+    device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
+    env = make_functional_env(
+        cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, obs_noise=cfg.task.obs_noise
+    )
+    trainer = SACTrainer(env, cfg.algo)
+    if cfg.algo.resume:
+        trainer.load_state_dict(torch.load(cfg.algo.resume, map_location=env.device, weights_only=False))
+    run_dir = make_run_dir(cfg.training.log_dir, cfg.algo.name, cfg.task.name, cfg.sim.name, root=cfg.training.log_root)
+    config_dict = dataclasses.asdict(cfg)
+    environment = environment_info(CONFIG_DIR.parent)
+    write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    writer = SummaryWriter(str(run_dir))
+    meter = TailRateMeter(window=20)
+    start_utc = datetime.now(timezone.utc).isoformat()
+    started = time.perf_counter()
+    status, error, last_checkpoint, last_episodes = "running", None, None, {}
+
+    def summary(status: str) -> RunSummary:
+        return RunSummary.from_meter(
+            meter,
+            status=status,
+            algo=cfg.algo.name,
+            task=cfg.task.name,
+            sim=cfg.sim.name,
+            num_envs=cfg.algo.num_envs,
+            completed_iterations=trainer.iteration,
+            total_env_steps=trainer.env_steps,
+            training_wall_time_sec=time.perf_counter() - started,
+            start_time_utc=start_utc,
+            end_time_utc=None if status == "running" else datetime.now(timezone.utc).isoformat(),
+            last_checkpoint=last_checkpoint,
+            final_mean_reward=last_episodes.get("episode_return"),
+            mean_episode_length=last_episodes.get("episode_length"),
+            config=config_dict,
+            environment=environment,
+            error=error,
+        )
+
+    def save() -> str:
+        path = run_dir / f"model_{trainer.iteration}.pt"
+        torch.save({**trainer.state_dict(), "config": config_dict}, path)
+        return str(path)
+
+    summary("running").write(run_dir)
+    timer = IterationTimer(env.device)
+    bar = tqdm(total=cfg.algo.max_iterations, initial=trainer.iteration, disable=not cfg.training.progress, unit="it")
+    try:
+        while not trainer.ready:  # replay pre-fill: not an iteration
+            trainer.collect()
+        first = True
+        while trainer.iteration < cfg.algo.max_iterations:
+            trainer.collect()
+            metrics = trainer.update()
+            trainer.iteration += 1
+            if first:  # capture / first-update iteration: excluded from the tail rate
+                timer.start()
+                first = False
+            else:
+                timer.lap()
+            bar.update(1)
+            last = trainer.iteration == cfg.algo.max_iterations
+            if trainer.iteration % cfg.training.log_interval == 0 or last:
+                for seconds in timer.drain():
+                    meter.record(cfg.algo.num_envs, seconds)
+                trainer.runner.check()
+                values = {k: float(v) for k, v in metrics.items()}
+                last_episodes = trainer.read_episodes() or last_episodes
+                rate = meter.tail_env_steps_per_sec()
+                scalars = {
+                    **{f"loss/{k}": v for k, v in values.items()},
+                    **{f"episode/{k}": v for k, v in last_episodes.items()},
+                }
+                if rate is not None:
+                    scalars["perf/tail_env_steps_per_sec"] = rate
+                    bar.set_postfix(steps_per_s=f"{rate:,.0f}")
+                step = trainer.iteration * cfg.algo.num_envs
+                for key, value in scalars.items():
+                    writer.add_scalar(key, value, step)
+                summary("running").write(run_dir)
+            if trainer.iteration % cfg.algo.save_interval == 0 or last:
+                last_checkpoint = save()
+        status = "completed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except Exception as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        bar.close()
+        for seconds in timer.drain():
+            meter.record(cfg.algo.num_envs, seconds)
+        if status != "completed" and trainer.iteration > 0:
+            last_checkpoint = save()
+        writer.close()
+        result = summary(status)
+        result.write(run_dir)
+    if cfg.training.export_onnx:
+        from torchrl_ext.export import export_policy_onnx
+
+        export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
+    print(f"run directory: {run_dir}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
+    parser = argparse.ArgumentParser(prog="train", description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", default=None, help=f"one of {', '.join(ALGOS)} (default sac)")
+    parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default g1_walk_flat)")
+    parser.add_argument("--sim", default=None, help="mjwarp or mujoco (default: mjwarp with CUDA, else mujoco)")
+    args, overrides = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    for flag in [o for o in overrides if o.startswith("-")]:
+        parser.error(f"unrecognised option {flag}")
+    groups = [
+        f"{name}={value}" for name, value in (("algo", args.algo), ("task", args.task), ("sim", args.sim)) if value
+    ]
+    clashing = [o for o in overrides if o.split("=", 1)[0] in ("algo", "task", "sim")]
+    if groups and clashing:
+        parser.error(f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
+    cfg = compose_config(groups + overrides)
+    summary = run(cfg)
+    if summary.status != "completed":
+        raise SystemExit(1)

@@ -92,3 +92,43 @@ def test_cli_flags_and_overrides_agree(tmp_path: Path) -> None:
     assert a.algo.seed == 3 and a.sim.name == "mujoco" and a.algo.num_envs == 16
     with pytest.raises(SystemExit):
         main(["--sim", "mujoco", "sim=mjwarp"])
+
+
+def test_replay_samples_only_written_rows() -> None:
+    from torchrl_ext.trainer import SACTrainer
+    from unilab.tasks.registry import make_functional_env
+
+    cfg = compose_config(["sim=mujoco", "algo.num_envs=4", "algo.batch_size=16", "algo.replay_buffer_n=8"]).algo
+    trainer = SACTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
+    for k in range(1, 4):
+        trainer.collect()
+        assert trainer.filled == 4 * k
+        index = trainer.sample_indices(10_000)
+        assert index.min() >= 0 and index.max() == 4 * k - 1
+        assert (trainer._memory["policy"][index].abs().sum(-1) > 0).all()  # no never-written (zero) rows
+    assert not trainer.ready and trainer.collect() is None
+    assert trainer.ready  # 16 rows >= batch 16 and learning_starts * num_envs
+    for _ in range(6):
+        trainer.collect()
+    assert trainer.filled == 32  # capped at replay_buffer_n * num_envs
+
+
+@pytest.mark.gpu
+def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
+    overrides = [
+        "sim=mjwarp",
+        "algo.num_envs=256",
+        "algo.batch_size=1024",
+        "algo.replay_buffer_n=16",
+        "algo.updates_per_step=4",
+        "algo.policy_frequency=2",
+        "algo.learning_starts=2",
+        "algo.max_iterations=30",
+        "training.log_interval=10",
+        "training.progress=false",
+        f"training.log_dir={tmp_path / 'run'}",
+    ]
+    summary = run(compose_config(overrides))
+    assert summary.status == "completed"
+    assert summary.tail_iteration_count == 20 and summary.tail_env_steps_per_sec > 0
+    assert summary.total_env_steps == (30 + 4) * 256

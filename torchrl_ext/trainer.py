@@ -123,6 +123,7 @@ class SACTrainer:
         self.capacity = cfg.replay_buffer_n * env.num_envs
         self._memory: TensorDict | None = None
         self.replay: ReplayBuffer | None = None
+        self.filled = 0
         self._size = torch.zeros((), device=dev)
         self._update_graph: torch.cuda.CUDAGraph | None = None
         self._update_out: TensorDict | None = None
@@ -155,7 +156,9 @@ class SACTrainer:
             self._memory = data[0].expand(self.capacity).clone().zero_()
             self.replay = ReplayBuffer(storage=TensorStorage(self._memory), writer=RoundRobinWriter(), batch_size=1)
         self.replay.extend(data)
-        self._size.fill_(len(self.replay))
+        # A TensorStorage over preallocated memory reports itself full; count the rows written instead.
+        self.filled = min(self.filled + self.env.num_envs, self.capacity)
+        self._size.fill_(self.filled)
         if self.cfg.obs_normalization:
             self.loss.update_normalizers(data)
         done = transition["next", "done"]
@@ -169,16 +172,18 @@ class SACTrainer:
     @property
     def ready(self) -> bool:
         """Enough data for updates: max(batch, learning_starts * num_envs) rows (TASKS.md 3.1)."""
-        filled = 0 if self.replay is None else len(self.replay)
-        return filled >= max(self.cfg.batch_size, self.cfg.learning_starts * self.env.num_envs)
+        return self.filled >= max(self.cfg.batch_size, self.cfg.learning_starts * self.env.num_envs)
 
     # -- learning ------------------------------------------------------------------------
+
+    def sample_indices(self, count: int) -> torch.Tensor:
+        """Uniform rows with replacement among those written, drawn on device against a device-side size."""
+        return (torch.rand(count, device=self.device) * self._size).long()
 
     def _update_block(self) -> TensorDict:
         cfg, opt, loss = self.cfg, self.optim, self.loss
         n, u = self.minibatch, cfg.updates_per_step
-        index = (torch.rand(n * u, device=self.device) * self._size).long()
-        batch = self._memory[index]
+        batch = self._memory[self.sample_indices(n * u)]
         out = {}
         for i in range(u):
             mb = batch[i * n : (i + 1) * n]

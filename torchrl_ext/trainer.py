@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
+from torch import nn
 from torchrl.data import ReplayBuffer, TensorStorage
 from torchrl.data.replay_buffers.writers import RoundRobinWriter
 
@@ -180,6 +181,14 @@ class SACTrainer:
         """Uniform rows with replacement among those written, drawn on device against a device-side size."""
         return (torch.rand(count, device=self.device) * self._size).long()
 
+    def _descend(self, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None) -> None:
+        """One gradient step; gradients of ``net`` are clipped when ``max_grad_norm`` is set."""
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        if net is not None and self.cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
+        optimizer.step()
+
     def _update_block(self) -> TensorDict:
         cfg, opt, loss = self.cfg, self.optim, self.loss
         n, u = self.minibatch, cfg.updates_per_step
@@ -189,24 +198,14 @@ class SACTrainer:
             mb = batch[i * n : (i + 1) * n]
             with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
                 critic = loss.critic_loss(mb)
-            opt.critic.zero_grad(set_to_none=True)
-            critic["loss_critic"].backward()
-            if cfg.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(loss.critic.parameters(), cfg.max_grad_norm)
-            opt.critic.step()
+            self._descend(opt.critic, critic["loss_critic"], loss.critic)
             out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
             if i % cfg.policy_frequency == 0:
                 with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
                     actor = loss.actor_loss(mb)
-                opt.actor.zero_grad(set_to_none=True)
-                actor["loss_actor"].backward()
-                if cfg.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(loss.actor.parameters(), cfg.max_grad_norm)
-                opt.actor.step()
+                self._descend(opt.actor, actor["loss_actor"], loss.actor)
                 alpha = loss.alpha_loss(actor["log_prob"])
-                opt.alpha.zero_grad(set_to_none=True)
-                alpha["loss_alpha"].backward()
-                opt.alpha.step()
+                self._descend(opt.alpha, alpha["loss_alpha"])
                 out.update(loss_actor=actor["loss_actor"].detach(), entropy=actor["entropy"].detach())
                 out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
             loss.update_target()

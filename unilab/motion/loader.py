@@ -1,0 +1,366 @@
+"""Reference motions for whole-body imitation, read from ``.npz`` files into device tensors.
+
+Two layouts are accepted because clips come from two kinds of tools:
+
+* **per-body** (format A): ``joint_pos``/``joint_vel`` hold the robot's actuated joints only;
+  body arrays are indexed by MuJoCo body id unless ``joint_names``/``body_names`` say otherwise.
+* **full state** (format B, holosoma-style retargeters): ``joint_pos``/``joint_vel`` are the whole
+  ``qpos``/``qvel`` (free root first), and the names say which column is which joint and which
+  row of the body arrays is which body; files may carry bodies the robot lacks.
+
+The two are told apart by width: ``joint_pos`` with 7 more columns than joints holds a free root.
+The root columns of format B are validated but not used: the pelvis pose in the body arrays is
+the same quantity, and reading every body from one place keeps both formats on one path.
+
+Every clip is brought to the control rate (50 Hz) so that a policy indexes frames by step.
+Positions and velocities are interpolated linearly; orientations by sign-aligned nlerp, which for
+the small rotation between two neighbouring frames is indistinguishable from slerp. Linear
+interpolation never overshoots, which matters more for a tracking target than smoothness.
+
+numpy is used only while reading; everything returned is a float32 torch tensor on ``device``.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+
+from unilab.motion import quat
+
+CONTROL_FPS = 50
+"""Frame rate of every loaded clip: one frame per policy step."""
+
+QUAT_NORM_TOLERANCE = 1e-2
+"""Largest accepted | |q| - 1 |: loose enough for float16 storage, tight enough to catch non-quaternions."""
+
+_ROOT_QPOS = 7  # free joint: position (3) + quaternion (4)
+_ROOT_QVEL = 6  # free joint: linear (3) + angular (3) velocity
+_BODY_WIDTHS = {"body_pos_w": 3, "body_quat_w": 4, "body_lin_vel_w": 3, "body_ang_vel_w": 3}
+_REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", *_BODY_WIDTHS)
+_WORLD_BODY = 0
+
+
+class MotionFileError(ValueError):
+    """A motion file that cannot be turned into a clip for this robot; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class MotionClips:
+    """One or more clips concatenated along time, so that any frame of any clip is one index away.
+
+    Clip ``c`` occupies frames ``clip_starts[c] : clip_starts[c] + clip_lengths[c]``. Joints follow
+    the model's joint order (free root excluded); bodies follow MuJoCo body ids (0 = world).
+    Quaternions are (w, x, y, z); velocities are in the world frame.
+    """
+
+    fps: int
+    joint_pos: torch.Tensor  # (T, J)
+    joint_vel: torch.Tensor  # (T, J)
+    body_pos_w: torch.Tensor  # (T, B, 3)
+    body_quat_w: torch.Tensor  # (T, B, 4)
+    body_lin_vel_w: torch.Tensor  # (T, B, 3)
+    body_ang_vel_w: torch.Tensor  # (T, B, 3)
+    clip_starts: torch.Tensor  # (C,) long
+    clip_lengths: torch.Tensor  # (C,) long
+    clip_names: list[str]
+
+    @property
+    def num_frames(self) -> int:
+        """Frames in the whole stream, all clips together."""
+        return int(self.joint_pos.shape[0])
+
+    @property
+    def num_clips(self) -> int:
+        """How many files went into the stream."""
+        return len(self.clip_names)
+
+    def to(self, device: str | torch.device) -> MotionClips:
+        """The same clips on another device (the tensors are copied, the names shared)."""
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name not in ("fps", "clip_names")}
+        return replace(self, **moved)
+
+
+@dataclass(frozen=True)
+class _Clip:
+    """One file's motion in the robot's order, as float64 numpy arrays, before it goes to the device."""
+
+    joint_pos: np.ndarray
+    joint_vel: np.ndarray
+    body_pos_w: np.ndarray
+    body_quat_w: np.ndarray
+    body_lin_vel_w: np.ndarray
+    body_ang_vel_w: np.ndarray
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.joint_pos.shape[0])
+
+
+@dataclass(frozen=True)
+class _RobotLayout:
+    """Names the file's columns and rows are matched against, read from the model so no table can go stale."""
+
+    joint_names: tuple[str, ...]
+    body_names: tuple[str, ...]
+
+    @classmethod
+    def from_model(cls, model: mujoco.MjModel) -> _RobotLayout:
+        joints = [j for j in range(model.njnt) if int(model.jnt_type[j]) != int(mujoco.mjtJoint.mjJNT_FREE)]
+        scalar = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+        if any(int(model.jnt_type[j]) not in scalar for j in joints):
+            raise ValueError("motion clips support models whose non-root joints are all hinges or slides")
+        joints.sort(key=lambda j: int(model.jnt_qposadr[j]))
+        return cls(
+            joint_names=tuple(model.joint(j).name for j in joints),
+            body_names=tuple(model.body(b).name for b in range(model.nbody)),
+        )
+
+
+def _fail(path: Path, message: str) -> MotionFileError:
+    return MotionFileError(f"{path}: {message}")
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """All arrays of the file; pickled objects are refused because loading them can run code."""
+    if not path.is_file():
+        raise FileNotFoundError(f"motion file not found: {path}")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise _fail(path, f"not a readable .npz archive ({err})") from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise _fail(path, "holds a single array, expected an .npz archive of named arrays")
+    with archive:
+        return {key: _read_array(path, archive, key) for key in archive.files}
+
+
+def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
+    try:
+        return archive[key]
+    except ValueError as err:
+        raise _fail(path, f"key '{key}' cannot be read without pickle ({err})") from err
+
+
+def _check_required_keys(path: Path, data: dict[str, np.ndarray]) -> None:
+    missing = [key for key in _REQUIRED_KEYS if key not in data]
+    if missing:
+        raise _fail(path, f"missing key(s) {', '.join(repr(k) for k in missing)}; found {sorted(data)}")
+
+
+def _read_fps(path: Path, value: np.ndarray) -> float:
+    if value.shape not in ((), (1,)) or not np.issubdtype(value.dtype, np.number):
+        raise _fail(path, f"key 'fps' must be a number (shape () or (1,)), got {value.dtype} of shape {value.shape}")
+    fps = float(value.reshape(()))
+    if not np.isfinite(fps) or fps <= 0.0:
+        raise _fail(path, f"key 'fps' must be a finite positive frame rate, got {fps}")
+    return fps
+
+
+def _read_names(path: Path, data: dict[str, np.ndarray], key: str) -> tuple[str, ...] | None:
+    """Names in file order, or None when the file relies on model order."""
+    if key not in data:
+        return None
+    value = data[key]
+    if value.ndim != 1 or value.dtype.kind not in "US":
+        raise _fail(path, f"key '{key}' must be a 1-D array of strings, got {value.dtype} of shape {value.shape}")
+    names = tuple(v.decode() if isinstance(v, bytes) else str(v) for v in value.tolist())
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise _fail(path, f"key '{key}' repeats name(s) {duplicates}")
+    return names
+
+
+def _check_shape(path: Path, key: str, value: np.ndarray, expected: tuple[int | None, ...]) -> None:
+    """``None`` in ``expected`` stands for the frame axis, whose length is checked across keys later."""
+    matches = value.ndim == len(expected) and all(
+        e is None or e == s for e, s in zip(expected, value.shape, strict=True)
+    )
+    if not matches:
+        shown = "(" + ", ".join("T" if e is None else str(e) for e in expected) + ")"
+        raise _fail(path, f"key '{key}' has shape {value.shape}, expected {shown}")
+    if not np.issubdtype(value.dtype, np.number):
+        raise _fail(path, f"key '{key}' must hold numbers, got dtype {value.dtype}")
+
+
+def _check_frames(path: Path, data: dict[str, np.ndarray]) -> int:
+    """The common frame count; clips shorter than two frames have no duration to play or resample."""
+    keys = _REQUIRED_KEYS[1:]
+    counts = {key: data[key].shape[0] for key in keys}
+    first = keys[0]
+    for key, count in counts.items():
+        if count != counts[first]:
+            raise _fail(path, f"key '{key}' has {count} frames but '{first}' has {counts[first]}")
+    if counts[first] < 2:
+        raise _fail(path, f"a clip needs at least 2 frames, key '{first}' has {counts[first]}")
+    return counts[first]
+
+
+def _check_finite(path: Path, data: dict[str, np.ndarray]) -> None:
+    for key in _REQUIRED_KEYS:
+        bad = ~np.isfinite(data[key])
+        if bad.any():
+            frame = int(np.argwhere(bad)[0][0]) if data[key].ndim else 0
+            raise _fail(path, f"key '{key}' has {int(bad.sum())} non-finite value(s) (NaN/inf), first at frame {frame}")
+
+
+def _check_unit(path: Path, key: str, q: np.ndarray, where: str = "") -> None:
+    error = np.abs(np.linalg.norm(q, axis=-1) - 1.0)
+    if error.max() > QUAT_NORM_TOLERANCE:
+        raise _fail(
+            path,
+            f"key '{key}'{where} holds quaternions that are not unit length (worst | |q| - 1 | = {error.max():.3g}, "
+            f"tolerance {QUAT_NORM_TOLERANCE})",
+        )
+
+
+def _match_names(path: Path, kind: str, wanted: Sequence[str], present: Sequence[str]) -> list[int]:
+    """Index in ``present`` of each wanted name; a missing name is an error, listed in full."""
+    index = {name: i for i, name in enumerate(present)}
+    missing = [name for name in wanted if name not in index]
+    if missing:
+        raise _fail(path, f"{kind} name(s) missing from the file: {missing}")
+    return [index[name] for name in wanted]
+
+
+def _joint_layout(path: Path, data: dict[str, np.ndarray], robot: _RobotLayout) -> tuple[tuple[str, ...], bool]:
+    """File joint names and whether a free root leads the columns.
+
+    Unknown joints are refused rather than dropped: a file that drives joints this robot lacks
+    was made for another robot, and replaying the rest would silently change the motion.
+    """
+    names = _read_names(path, data, "joint_names") or robot.joint_names
+    missing = [name for name in robot.joint_names if name not in names]
+    unknown = [name for name in names if name not in robot.joint_names]
+    if missing or unknown:
+        raise _fail(
+            path, f"joint name(s) missing from the file: {missing}; joint name(s) unknown to the robot: {unknown}"
+        )
+    width = data["joint_pos"].shape[-1] if data["joint_pos"].ndim == 2 else -1
+    has_root = width == len(names) + _ROOT_QPOS
+    return names, has_root
+
+
+def _check_layout_shapes(
+    path: Path, data: dict[str, np.ndarray], num_joints: int, has_root: bool, num_bodies: int
+) -> None:
+    _check_shape(path, "joint_pos", data["joint_pos"], (None, num_joints + (_ROOT_QPOS if has_root else 0)))
+    _check_shape(path, "joint_vel", data["joint_vel"], (None, num_joints + (_ROOT_QVEL if has_root else 0)))
+    for key, width in _BODY_WIDTHS.items():
+        _check_shape(path, key, data[key], (None, num_bodies, width))
+
+
+def _select_joints(
+    path: Path, data: dict[str, np.ndarray], robot: _RobotLayout, names: tuple[str, ...], has_root: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    columns = np.asarray(_match_names(path, "joint", robot.joint_names, names), dtype=np.int64)
+    pos = data["joint_pos"].astype(np.float64)
+    vel = data["joint_vel"].astype(np.float64)
+    if has_root:
+        _check_unit(path, "joint_pos", pos[:, 3:_ROOT_QPOS], where=" (root quaternion, columns 3:7)")
+        return pos[:, _ROOT_QPOS + columns], vel[:, _ROOT_QVEL + columns]
+    return pos[:, columns], vel[:, columns]
+
+
+def _select_bodies(
+    path: Path, data: dict[str, np.ndarray], robot: _RobotLayout, names: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """Body arrays in model order; a world body the file leaves out is the fixed identity frame."""
+    wanted = [name for b, name in enumerate(robot.body_names) if b != _WORLD_BODY or name in names]
+    rows = _match_names(path, "body", wanted, names)
+    targets = [b for b, name in enumerate(robot.body_names) if name in wanted]
+    frames = data["body_pos_w"].shape[0]
+    selected = {}
+    for key, width in _BODY_WIDTHS.items():
+        out = np.zeros((frames, len(robot.body_names), width), dtype=np.float64)
+        if key == "body_quat_w":
+            out[..., 0] = 1.0
+        out[:, targets] = data[key][:, rows].astype(np.float64)
+        selected[key] = out
+    _check_unit(path, "body_quat_w", selected["body_quat_w"])
+    selected["body_quat_w"] = quat.normalize(selected["body_quat_w"])
+    return selected
+
+
+def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
+    """The clip at ``CONTROL_FPS`` over the same duration, never extrapolating past the last frame."""
+    if abs(fps - CONTROL_FPS) < 1e-9:
+        return clip
+    duration = (clip.num_frames - 1) / fps
+    num_out = int(np.floor(duration * CONTROL_FPS + 1e-6)) + 1
+    if num_out < 2:
+        raise _fail(path, f"clip lasts {duration:.4g} s, shorter than one control step (1/{CONTROL_FPS} s)")
+    source = np.minimum(np.arange(num_out) * (fps / CONTROL_FPS), clip.num_frames - 1)
+    lower = np.minimum(np.floor(source).astype(np.int64), clip.num_frames - 2)
+    weight = source - lower
+
+    def blend(a: np.ndarray) -> np.ndarray:
+        w = weight.reshape((-1,) + (1,) * (a.ndim - 1))
+        return (1.0 - w) * a[lower] + w * a[lower + 1]
+
+    w_quat = weight.reshape(-1, 1, 1)
+    return _Clip(
+        joint_pos=blend(clip.joint_pos),
+        joint_vel=blend(clip.joint_vel),
+        body_pos_w=blend(clip.body_pos_w),
+        body_quat_w=quat.nlerp(clip.body_quat_w[lower], clip.body_quat_w[lower + 1], w_quat),
+        body_lin_vel_w=blend(clip.body_lin_vel_w),
+        body_ang_vel_w=blend(clip.body_ang_vel_w),
+    )
+
+
+def _load_clip(path: Path, robot: _RobotLayout) -> _Clip:
+    """Validate one file and return its motion in the robot's order at the control rate."""
+    data = _read_npz(path)
+    _check_required_keys(path, data)
+    fps = _read_fps(path, data["fps"])
+    joint_names, has_root = _joint_layout(path, data, robot)
+    body_names = _read_names(path, data, "body_names") or robot.body_names
+    _check_layout_shapes(path, data, len(joint_names), has_root, len(body_names))
+    _check_frames(path, data)
+    _check_finite(path, data)
+    joint_pos, joint_vel = _select_joints(path, data, robot, joint_names, has_root)
+    clip = _Clip(joint_pos=joint_pos, joint_vel=joint_vel, **_select_bodies(path, data, robot, body_names))
+    return _resample(path, clip, fps)
+
+
+def _as_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        return [Path(paths)]
+    result = [Path(p) for p in paths]
+    if not result:
+        raise ValueError("load_motions needs at least one motion file")
+    return result
+
+
+def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(device)
+
+
+def load_motions(
+    paths: str | Path | Sequence[str | Path], model: mujoco.MjModel, device: str | torch.device = "cpu"
+) -> MotionClips:
+    """Read motion files for ``model`` into one 50 Hz stream on ``device``, clips in the order given.
+
+    Raises ``MotionFileError`` (a ``ValueError``) naming the file and the offending key or name
+    when a file does not describe a motion of this robot.
+    """
+    device = torch.device(device)
+    robot = _RobotLayout.from_model(model)
+    files = _as_paths(paths)
+    clips = [_load_clip(path, robot) for path in files]
+    lengths = np.array([clip.num_frames for clip in clips], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    arrays = {f.name: _to_device(np.concatenate([getattr(c, f.name) for c in clips]), device) for f in fields(_Clip)}
+    return MotionClips(
+        fps=CONTROL_FPS,
+        clip_starts=torch.from_numpy(starts).to(device),
+        clip_lengths=torch.from_numpy(lengths).to(device),
+        clip_names=[path.stem for path in files],
+        **arrays,
+    )

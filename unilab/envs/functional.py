@@ -27,7 +27,7 @@ from unilab.managers.terms import Mirror
 from unilab.mdp import rng as rnglib
 from unilab.sim import ops
 from unilab.sim.base import SimBackend
-from unilab.tasks.config import TaskConfig
+from unilab.tasks.config import TaskConfig, place_on_device
 
 _RESET_SALT = 0x5A5A5A5  # separates post-reset observation noise from terminal observation noise
 _STEP_STREAM = rnglib.stream_id("step")
@@ -38,6 +38,7 @@ class FunctionalEnv:
     """Composes a task's managers over a physics backend; holds no mutable episode state."""
 
     def __init__(self, task: TaskConfig, sim: SimBackend) -> None:
+        task = place_on_device(task, sim.device)
         self.task = task
         self.sim = sim
         self.num_envs = sim.num_worlds
@@ -52,7 +53,7 @@ class FunctionalEnv:
         self.curricula = CurriculumManager(task.curricula)
         self.obs_term_dims = observation_term_dims(task.observations, self._blank_state(), self.ctx)
         self.observations = ObservationManager(task.observations, self.obs_term_dims, sim.device)
-        self.rewards = RewardManager(task.rewards, sim.device, task.penalty_scale_key)
+        self.rewards = RewardManager(task.rewards, task.penalty_scale_key)
         self.terminations = TerminationManager(task.terminations)
         self.obs_dims = {group: sum(dims.values()) for group, dims in self.obs_term_dims.items()}
 

@@ -12,7 +12,6 @@ that ``apply_updates`` merges into a shallow copy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -31,11 +30,6 @@ from unilab.managers.terms import (
 from unilab.mdp import rng as rnglib
 
 Updates = dict[StateKey, torch.Tensor]
-
-
-def on_device(params: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    """Tensor-valued term params moved to the env device once, at build time, not per step."""
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in params.items()}
 
 
 def apply_updates(state: TensorDict, updates: Updates, mask: torch.Tensor | None = None) -> TensorDict:
@@ -115,11 +109,8 @@ class ObservationManager:
 class RewardManager:
     """``reward = dt * sum_i w_i * term_i`` (curriculum-scaled terms also times the penalty scale)."""
 
-    def __init__(
-        self, terms: Mapping[str, RewardTerm], device: torch.device, penalty_scale_key: StateKey | None = None
-    ) -> None:
+    def __init__(self, terms: Mapping[str, RewardTerm], penalty_scale_key: StateKey | None = None) -> None:
         self.terms = terms
-        self._params = {name: on_device(term.params, device) for name, term in terms.items()}
         self.penalty_scale_key = penalty_scale_key
         if penalty_scale_key is None and any(t.curriculum_scaled for t in terms.values()):
             raise ValueError("curriculum-scaled reward terms need a penalty_scale_key")
@@ -129,7 +120,7 @@ class RewardManager:
         components = {}
         for name, term in self.terms.items():
             weight = term.weight * ctx.dt
-            value = term.func(state, ctx, **self._params[name]) * weight
+            value = term.func(state, ctx, **term.params) * weight
             components[name] = value * scale if term.curriculum_scaled else value
         reward = torch.stack(list(components.values()), dim=0).sum(dim=0)
         return reward, components

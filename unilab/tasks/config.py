@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from unilab.managers.terms import (
     CommandTerm,
@@ -42,3 +47,32 @@ class TaskConfig:
     penalty_scale_key: StateKey | None = None
     obs_noise: bool = True
     action_mirror: Mirror | None = None
+
+
+def on_device(params: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """Term params on ``device``: tensors, and data objects that move themselves (``to(device)``)."""
+    return {k: v.to(device) if hasattr(v, "to") and not isinstance(v, type) else v for k, v in params.items()}
+
+
+def place_on_device(task: TaskConfig, device: torch.device) -> TaskConfig:
+    """The task with every term's params (tensors, motion clips) moved to ``device`` once, at build
+    time, so no step copies them from the host."""
+
+    def move(terms: dict) -> dict:
+        out = {}
+        for name, term in terms.items():
+            changes = {"params": on_device(term.params, device)}
+            if isinstance(term, CommandTerm):
+                changes["advance_params"] = on_device(term.advance_params, device)
+            out[name] = dataclasses.replace(term, **changes)
+        return out
+
+    return dataclasses.replace(
+        task,
+        observations={group: move(terms) for group, terms in task.observations.items()},
+        rewards=move(task.rewards),
+        terminations=move(task.terminations),
+        commands=move(task.commands),
+        events=move(task.events),
+        curricula=move(task.curricula),
+    )

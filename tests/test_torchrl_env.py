@@ -21,7 +21,7 @@ def test_list_tasks() -> None:
 
 
 def test_unknown_task_lists_known_ones() -> None:
-    with pytest.raises(ValueError, match="known tasks: g1_walk_flat"):
+    with pytest.raises(ValueError, match="known tasks: g1_motion_tracking, g1_walk_flat"):
         make_env("walk", sim="mujoco", num_envs=1)
 
 

@@ -76,7 +76,7 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     [
         ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
         ("algo.batch_size=100000", "larger than the replay buffer"),
-        ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_walk_flat"),
+        ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=ppo", "unknown algo 'ppo'"),
         ("training.no_play=false", "not implemented yet"),
     ],

@@ -44,6 +44,7 @@ class AlgoConfig:
 class TaskSelection:
     name: str = "g1_walk_flat"
     obs_noise: bool = True
+    motion_file: str | None = None
 
 
 @dataclass

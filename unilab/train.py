@@ -57,8 +57,14 @@ def run(cfg: TrainConfig):
     from torchrl_ext.trainer import IterationTimer, SACTrainer
 
     device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
+    task_args = {"motion_file": cfg.task.motion_file} if cfg.task.motion_file else {}
     env = make_functional_env(
-        cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, obs_noise=cfg.task.obs_noise
+        cfg.task.name,
+        sim=cfg.sim.name,
+        num_envs=cfg.algo.num_envs,
+        device=device,
+        obs_noise=cfg.task.obs_noise,
+        **task_args,
     )
     trainer = SACTrainer(env, cfg.algo)
     if cfg.algo.resume:

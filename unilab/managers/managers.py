@@ -194,7 +194,7 @@ class CurriculumManager:
 
     def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
         return {
-            name: torch.tensor(value, device=ctx.device)
+            name: torch.as_tensor(value, dtype=torch.float32, device=ctx.device).clone()
             for term in self.terms.values()
             for name, value in term.state.items()
         }

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 TermFn = Callable[..., Any]
 StateKey = tuple[str, ...]
 
@@ -99,11 +101,11 @@ class EventTerm:
 class CurriculumTerm:
     """``func(state, ctx, done, **params) -> {("task", key): new scalar}`` after every step.
 
-    ``state`` declares the task-level scalars it owns with their initial values.
+    ``state`` declares the task-level entries it owns (scalars or vectors) with their initial values.
     """
 
     func: TermFn
-    state: Mapping[str, float]
+    state: Mapping[str, float | torch.Tensor]
     params: Mapping[str, Any] = field(default_factory=dict)
 
 

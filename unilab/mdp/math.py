@@ -41,3 +41,45 @@ def yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
     half = 0.5 * yaw
     zero = torch.zeros_like(half)
     return torch.stack((torch.cos(half), zero, zero, torch.sin(half)), dim=-1)
+
+
+def quat_to_6d(q: torch.Tensor) -> torch.Tensor:
+    """First two columns of the rotation matrix of ``q``, row-major [R00, R01, R10, R11, R20, R21]."""
+    w, x, y, z = q.unbind(-1)
+    r00, r01 = 1 - 2 * (y * y + z * z), 2 * (x * y - w * z)
+    r10, r11 = 2 * (x * y + w * z), 1 - 2 * (x * x + z * z)
+    r20, r21 = 2 * (x * z - w * y), 2 * (y * z + w * x)
+    return torch.stack((r00, r01, r10, r11, r20, r21), dim=-1)
+
+
+def quat_yaw(q: torch.Tensor) -> torch.Tensor:
+    """Heading angle of ``q`` about world z."""
+    w, x, y, z = q.unbind(-1)
+    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def quat_from_euler_xyz(angles: torch.Tensor) -> torch.Tensor:
+    """R_z(yaw) R_y(pitch) R_x(roll) as a quaternion, for ``angles`` = (roll, pitch, yaw) on the last axis."""
+    half = 0.5 * angles
+    cr, cp, cy = torch.cos(half).unbind(-1)
+    sr, sp, sy = torch.sin(half).unbind(-1)
+    return torch.stack(
+        (
+            cy * cr * cp + sy * sr * sp,
+            cy * sr * cp - sy * cr * sp,
+            cy * cr * sp + sy * sr * cp,
+            sy * cr * cp - cy * sr * sp,
+        ),
+        dim=-1,
+    )
+
+
+def quat_angle_sq(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Squared rotation angle between ``a`` and ``b``: (2 acos |<a, b>|)^2, sign-invariant."""
+    dot = (a * b).sum(-1).abs().clamp(max=1.0)
+    return (2.0 * torch.acos(dot)).square()
+
+
+def gravity_z(q: torch.Tensor) -> torch.Tensor:
+    """z of world gravity seen from a body with orientation ``q``: -1 upright, +1 upside down."""
+    return 2.0 * (q[..., 1].square() + q[..., 2].square()) - 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +12,12 @@ import torch
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.torchrl_env import UniLabEnv
 from unilab.sim import default_backend, load_model, make_backend
-from unilab.tasks import g1_walk_flat
+from unilab.tasks import g1_motion_tracking, g1_walk_flat
 from unilab.tasks.config import TaskConfig
 
-_TASKS: dict[str, Callable[[], TaskConfig]] = {
+_TASKS: dict[str, Callable[..., TaskConfig]] = {
     "g1_walk_flat": g1_walk_flat.make_task,
+    "g1_motion_tracking": g1_motion_tracking.make_task,
 }
 
 
@@ -24,15 +26,25 @@ def list_tasks() -> list[str]:
 
 
 def make_task(name: str, **overrides: Any) -> TaskConfig:
-    """The named task's config, with fields of ``TaskConfig`` replaced by ``overrides``."""
+    """The named task's config.
+
+    ``overrides`` the task factory takes (e.g. ``motion_file``) shape how the task is built;
+    the rest replace fields of the built ``TaskConfig``.
+    """
     if name not in _TASKS:
         raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(list_tasks())}")
-    task = _TASKS[name]()
+    factory = _TASKS[name]
+    accepted = set(inspect.signature(factory).parameters)
+    build = {k: v for k, v in overrides.items() if k in accepted}
+    replace = {k: v for k, v in overrides.items() if k not in accepted}
     fields = {f.name for f in dataclasses.fields(TaskConfig)}
-    unknown = sorted(set(overrides) - fields)
+    unknown = sorted(set(replace) - fields)
     if unknown:
-        raise ValueError(f"unknown override(s) {unknown} for task {name!r}; TaskConfig fields: {sorted(fields)}")
-    return dataclasses.replace(task, **overrides)
+        raise ValueError(
+            f"unknown override(s) {unknown} for task {name!r}; TaskConfig fields: {sorted(fields)}, "
+            f"task arguments: {sorted(accepted)}"
+        )
+    return dataclasses.replace(factory(**build), **replace)
 
 
 def make_functional_env(

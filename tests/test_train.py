@@ -132,3 +132,13 @@ def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
     assert summary.status == "completed"
     assert summary.tail_iteration_count == 20 and summary.tail_env_steps_per_sec > 0
     assert summary.total_env_steps == (30 + 4) * 256
+
+
+def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytest.CaptureFixture) -> None:
+    from unilab import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["fly"])
+    assert exit_info.value.code == 2 and "usage: unilab {bench,train}" in capsys.readouterr().err
+    cli.main(["bench", "physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "2"])
+    assert '"bench": "physics"' in capsys.readouterr().out

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+
+COMMANDS = {"bench": "unilab.bench", "train": "unilab.train"}
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"bench": "unilab.bench", "train": "unilab.train"}
-    if not argv or argv[0] not in commands:
-        print(f"usage: unilab {{{','.join(commands)}}} ...", file=sys.stderr)
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: unilab {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
         raise SystemExit(2)
-    module = __import__(commands[argv[0]], fromlist=["main"])
-    module.main(argv[1:])
+    importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])

@@ -52,6 +52,21 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert action.shape == (2, 29) and (abs(action) <= 1).all()
 
 
+@pytest.mark.parametrize(
+    ("algo", "task"), [("flashsac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking"), ("sac", "g1_motion_tracking")]
+)
+def test_every_algo_runs_on_every_task(tmp_path: Path, algo: str, task: str) -> None:
+    small_flash = ["algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1"]
+    extra = [f"algo={algo}", f"task={task}", "algo.max_iterations=25", *(small_flash if algo == "flashsac" else [])]
+    summary = run(compose_config(tiny(tmp_path, "mujoco", *extra)))
+    data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert summary.status == "completed" and data["algo"] == algo and data["task"] == task
+    assert data["tail_iteration_count"] == 20 and data["tail_env_steps_per_sec"] > 0
+    obs_dim = 100 if task == "g1_walk_flat" else 160
+    session = ort.InferenceSession(str(tmp_path / "run" / "policy.onnx"))
+    assert session.run(["action"], {"obs": torch.zeros(3, obs_dim).numpy()})[0].shape == (3, 29)
+
+
 def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> None:
     run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=10", "training.export_onnx=false")))
     checkpoint = tmp_path / "run" / "model_10.pt"
@@ -95,11 +110,11 @@ def test_cli_flags_and_overrides_agree(tmp_path: Path) -> None:
 
 
 def test_replay_samples_only_written_rows() -> None:
-    from torchrl_ext.trainer import SACTrainer
+    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
 
     cfg = compose_config(["sim=mujoco", "algo.num_envs=4", "algo.batch_size=16", "algo.replay_buffer_n=8"]).algo
-    trainer = SACTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
     for k in range(1, 4):
         trainer.collect()
         assert trainer.filled == 4 * k

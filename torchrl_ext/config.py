@@ -38,6 +38,17 @@ class AlgoConfig:
     seed: int = 1
     amp: bool = True
     resume: str | None = None
+    # FlashSAC only (TASKS.md 3.4)
+    target_sigma: float = 0.15
+    reward_normalization: bool = True
+    lr_final: float = 1.5e-4
+    lr_decay_steps: int = 500_000
+    actor_width: int = 128
+    actor_blocks: int = 2
+    critic_width: int = 256
+    critic_blocks: int = 2
+    noise_max_span: int = 16
+    noise_zipf_mu: float = 2.0
 
 
 @dataclass

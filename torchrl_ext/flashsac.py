@@ -101,6 +101,19 @@ class ResidualBlock(nn.Module):
         return x + self.contract(F.relu(self.norm(self.expand(x))))
 
 
+class RMSNorm(nn.Module):
+    """RMS normalisation written out in elementary ops, so ONNX opset 17 can express it (``aten::rms_norm``
+    has no opset-17 export) and the exported policy matches the trained one."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
+
+
 class ResidualTrunk(nn.Module):
     """Input projection to ``width``, ``num_blocks`` residual blocks, RMSNorm on the output features.
 
@@ -112,13 +125,12 @@ class ResidualTrunk(nn.Module):
         self.width = width
         self.project = UnitNormLinear(in_dim, width)
         self.blocks = nn.Sequential(*(ResidualBlock(width) for _ in range(num_blocks)))
-        self.out_norm = nn.RMSNorm(width)
+        self.out_norm = RMSNorm(width)
 
     def forward(self, x: Tensor) -> Tensor:
         batch_shape = x.shape[:-1]
         hidden = self.blocks(self.project(x.reshape(-1, x.shape[-1])))
-        # RMSNorm in the weight's dtype: under bf16 autocast it would otherwise fall off the fused kernel and round
-        # the output scale in bf16.
+        # RMSNorm in the weight's dtype (float32): under bf16 autocast the output scale would otherwise round in bf16.
         features = self.out_norm(hidden.to(self.out_norm.weight.dtype))
         return features.reshape(*batch_shape, self.width)
 

@@ -1,4 +1,4 @@
-"""Off-policy SAC trainer over the functional env: one env step of every env, then the updates.
+"""Off-policy trainer over the functional env: one env step of every env, then the updates.
 
 Schedule (the same for every reported figure): iteration i steps all envs with the current
 policy (one captured graph on CUDA), appends the transitions to the replay buffer, then
@@ -19,13 +19,11 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
-from torch import nn
 from torchrl.data import ReplayBuffer, TensorStorage
 from torchrl.data.replay_buffers.writers import RoundRobinWriter
 
 from torchrl_ext.config import AlgoConfig
-from torchrl_ext.networks import Actor, EnsembleCritic
-from torchrl_ext.sac import Mirror, SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
+from torchrl_ext.learners import LEARNERS
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
@@ -39,16 +37,6 @@ TRANSITION_KEYS = (
     ("next", "terminated"),
     ("next", "truncated"),
 )
-
-
-def _symmetry(env: FunctionalEnv, device: torch.device) -> Symmetry:
-    maps = env.mirrors()
-
-    def mirror(name: str) -> Mirror:
-        m = maps[name]
-        return Mirror(torch.tensor(m.index, device=device), torch.tensor(m.sign, device=device))
-
-    return Symmetry(mirror("policy"), mirror("critic"), mirror("action"))
 
 
 @dataclass
@@ -90,37 +78,18 @@ class IterationTimer:
         self._pending.clear()
 
 
-class SACTrainer:
+class OffPolicyTrainer:
+    """Runs the loop for any learner of ``torchrl_ext.learners`` (``cfg.name``: sac, flashsac)."""
+
     def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+        if cfg.name not in LEARNERS:
+            raise ValueError(f"unknown algo {cfg.name!r}; known algos: {', '.join(LEARNERS)}")
         self.env = env
         self.cfg = cfg
         dev = self.device = env.device
-        obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
-        actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
-        critic = EnsembleCritic(
-            critic_dim,
-            act_dim,
-            tuple(cfg.critic_hidden),
-            num_atoms=cfg.num_atoms,
-            v_min=cfg.v_min,
-            v_max=cfg.v_max,
-            normalize_obs=cfg.obs_normalization,
-        )
-        self.loss = SACLoss(
-            actor.to(dev),
-            critic.to(dev),
-            target_entropy=target_entropy_from_ratio(act_dim, cfg.target_entropy_ratio),
-            gamma=cfg.gamma,
-            tau=cfg.tau,
-            alpha_init=cfg.alpha_init,
-            mirror=_symmetry(env, dev) if cfg.use_symmetry else None,
-        ).to(dev)
-        self.optim = make_optimizers(self.loss, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.amp = cfg.amp and dev.type == "cuda"
+        self.learner = LEARNERS[cfg.name](env, cfg)
         self.capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
-        # With symmetry the loss doubles each minibatch with its mirror image.
-        self.minibatch = cfg.batch_size // 2 if cfg.use_symmetry else cfg.batch_size
-        self.runner = EnvRunner(env, self._explore, seed=cfg.seed, capture=self.capture)
+        self.runner = EnvRunner(env, self.learner.explore, seed=cfg.seed, capture=self.capture)
         self.capacity = cfg.replay_buffer_n * env.num_envs
         self._memory: TensorDict | None = None
         self.replay: ReplayBuffer | None = None
@@ -130,23 +99,16 @@ class SACTrainer:
         self._update_out: TensorDict | None = None
         self.iteration = 0
         self.env_steps = 0  # every transition collected, replay pre-fill included
-        n = env.num_envs
-        self._episode_return = torch.zeros(n, device=dev)
+        self._episode_return = torch.zeros(env.num_envs, device=dev)
         self._episodes = TensorDict(
-            {
-                "count": torch.zeros((), device=dev),
-                "return": torch.zeros((), device=dev),
-                "length": torch.zeros((), device=dev),
-            },
-            batch_size=[],
+            {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
         )
 
-    # -- acting --------------------------------------------------------------------------
+    @property
+    def loss(self):
+        return self.learner.loss
 
-    @torch.no_grad()
-    def _explore(self, obs: TensorDict) -> torch.Tensor:
-        action, _ = self.loss.actor.sample(obs["policy"])
-        return action
+    # -- acting --------------------------------------------------------------------------
 
     def collect(self) -> None:
         """One env step of every env into the replay buffer, plus running episode statistics."""
@@ -160,8 +122,7 @@ class SACTrainer:
         # A TensorStorage over preallocated memory reports itself full; count the rows written instead.
         self.filled = min(self.filled + self.env.num_envs, self.capacity)
         self._size.fill_(self.filled)
-        if self.cfg.obs_normalization:
-            self.loss.update_normalizers(data)
+        self.learner.observe(data)
         done = transition["next", "done"]
         self._episode_return += transition["next", "reward"]
         finished = done.float()
@@ -181,35 +142,9 @@ class SACTrainer:
         """Uniform rows with replacement among those written, drawn on device against a device-side size."""
         return (torch.rand(count, device=self.device) * self._size).long()
 
-    def _descend(self, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None) -> None:
-        """One gradient step; gradients of ``net`` are clipped when ``max_grad_norm`` is set."""
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        if net is not None and self.cfg.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
-        optimizer.step()
-
     def _update_block(self) -> TensorDict:
-        cfg, opt, loss = self.cfg, self.optim, self.loss
-        n, u = self.minibatch, cfg.updates_per_step
-        batch = self._memory[self.sample_indices(n * u)]
-        out = {}
-        for i in range(u):
-            mb = batch[i * n : (i + 1) * n]
-            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
-                critic = loss.critic_loss(mb)
-            self._descend(opt.critic, critic["loss_critic"], loss.critic)
-            out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
-            if i % cfg.policy_frequency == 0:
-                with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
-                    actor = loss.actor_loss(mb)
-                self._descend(opt.actor, actor["loss_actor"], loss.actor)
-                alpha = loss.alpha_loss(actor["log_prob"])
-                self._descend(opt.alpha, alpha["loss_alpha"])
-                out.update(loss_actor=actor["loss_actor"].detach(), entropy=actor["entropy"].detach())
-                out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
-            loss.update_target()
-        return TensorDict(out, batch_size=[])
+        rows = self.learner.minibatch * self.cfg.updates_per_step
+        return self.learner.update(self._memory[self.sample_indices(rows)])
 
     def update(self) -> TensorDict:
         """``updates_per_step`` updates; the first call also records them as a CUDA graph."""
@@ -239,14 +174,8 @@ class SACTrainer:
         return {"episode_return": total_return / count, "episode_length": total_length / count, "episodes": count}
 
     def state_dict(self) -> dict:
-        return {
-            "loss": self.loss.state_dict(),
-            "optim": {name: opt.state_dict() for name, opt in self.optim._asdict().items()},
-            "iteration": self.iteration,
-        }
+        return {**self.learner.state_dict(), "iteration": self.iteration}
 
     def load_state_dict(self, state: dict) -> None:
-        self.loss.load_state_dict(state["loss"])
-        for name, opt in self.optim._asdict().items():
-            opt.load_state_dict(state["optim"][name])
+        self.learner.load_state_dict(state)
         self.iteration = int(state["iteration"])

@@ -17,13 +17,19 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
 
 from torchrl_ext.config import TrainConfig, validate
+from torchrl_ext.export import export_policy_onnx
+from torchrl_ext.metrics import TailRateMeter
+from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
+from torchrl_ext.trainer import IterationTimer, OffPolicyTrainer
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import list_tasks, make_functional_env
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-ALGOS = ("sac",)
+ALGOS = ("sac", "flashsac")
 
 
 def _group(overrides: list[str], name: str) -> str | None:
@@ -50,12 +56,8 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     return cfg
 
 
-def run(cfg: TrainConfig):
+def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
-    from torchrl_ext.metrics import TailRateMeter
-    from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
-    from torchrl_ext.trainer import IterationTimer, SACTrainer
-
     device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
     task_args = {"motion_file": cfg.task.motion_file} if cfg.task.motion_file else {}
     env = make_functional_env(
@@ -66,16 +68,13 @@ def run(cfg: TrainConfig):
         obs_noise=cfg.task.obs_noise,
         **task_args,
     )
-    trainer = SACTrainer(env, cfg.algo)
+    trainer = OffPolicyTrainer(env, cfg.algo)
     if cfg.algo.resume:
         trainer.load_state_dict(torch.load(cfg.algo.resume, map_location=env.device, weights_only=False))
     run_dir = make_run_dir(cfg.training.log_dir, cfg.algo.name, cfg.task.name, cfg.sim.name, root=cfg.training.log_root)
     config_dict = dataclasses.asdict(cfg)
     environment = environment_info(CONFIG_DIR.parent)
     write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
-    from torch.utils.tensorboard import SummaryWriter
-    from tqdm import tqdm
-
     writer = SummaryWriter(str(run_dir))
     meter = TailRateMeter(window=20)
     start_utc = datetime.now(timezone.utc).isoformat()
@@ -162,8 +161,6 @@ def run(cfg: TrainConfig):
         result = summary(status)
         result.write(run_dir)
     if cfg.training.export_onnx:
-        from torchrl_ext.export import export_policy_onnx
-
         export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
     print(f"run directory: {run_dir}")
     return result

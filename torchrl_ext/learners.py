@@ -1,0 +1,203 @@
+"""Per-algorithm pieces of the off-policy loop: networks, loss, optimisers, exploration, updates.
+
+The trainer owns the env runner, replay buffer, graphs and bookkeeping; a learner owns what
+differs between SAC and FlashSAC. ``explore`` runs inside the captured env step and
+``update`` inside the captured update block, so neither may sync with the host.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from torchrl_ext.config import AlgoConfig
+from torchrl_ext.flashsac import (
+    FlashActor,
+    FlashCritic,
+    FlashSACLoss,
+    HeldNoise,
+    RewardNormalizer,
+    flashsac_target_entropy,
+    make_flashsac_optimizers,
+)
+from torchrl_ext.networks import Actor, EnsembleCritic
+from torchrl_ext.sac import Mirror, SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
+from unilab.envs.functional import FunctionalEnv
+
+
+def _symmetry(env: FunctionalEnv, device: torch.device) -> Symmetry:
+    maps = env.mirrors()
+
+    def mirror(name: str) -> Mirror:
+        m = maps[name]
+        return Mirror(torch.tensor(m.index, device=device), torch.tensor(m.sign, device=device))
+
+    return Symmetry(mirror("policy"), mirror("critic"), mirror("action"))
+
+
+class Learner:
+    """Shared update loop: critic every minibatch, actor and temperature every ``policy_frequency``-th."""
+
+    loss: nn.Module
+    minibatch: int
+
+    def __init__(self, cfg: AlgoConfig, device: torch.device) -> None:
+        self.cfg = cfg
+        self.device = device
+        self.amp = cfg.amp and device.type == "cuda"
+
+    def explore(self, obs: TensorDict) -> torch.Tensor:
+        raise NotImplementedError
+
+    def observe(self, data: TensorDict) -> None:
+        """Statistics learned from collected data (normalisers), once per env step."""
+
+    def after_step(self) -> None:
+        """Hook after every optimiser step of the critic (weight projection, LR schedules)."""
+
+    def _descend(self, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None) -> None:
+        """One gradient step; gradients of ``net`` are clipped when ``max_grad_norm`` is set."""
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        if net is not None and self.cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
+        optimizer.step()
+
+    def update(self, batch: TensorDict) -> TensorDict:
+        """``updates_per_step`` minibatch updates on ``batch`` (``updates_per_step * minibatch`` rows)."""
+        loss, opt, n = self.loss, self.optim, self.minibatch
+        out = {}
+        for i in range(self.cfg.updates_per_step):
+            mb = batch[i * n : (i + 1) * n]
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
+                critic = loss.critic_loss(mb)
+            self._descend(opt.critic, critic["loss_critic"], loss.critic)
+            out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
+            if i % self.cfg.policy_frequency == 0:
+                with torch.autocast(self.device.type, torch.bfloat16, enabled=self.amp):
+                    actor = loss.actor_loss(mb)
+                self._descend(opt.actor, actor["loss_actor"], loss.actor)
+                alpha = loss.alpha_loss(actor["log_prob"])
+                self._descend(opt.alpha, alpha["loss_alpha"])
+                out.update(loss_actor=actor["loss_actor"].detach(), entropy=actor["entropy"].detach())
+                out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
+            loss.update_target()
+            self.after_step()
+        return TensorDict(out, batch_size=[])
+
+    def state_dict(self) -> dict:
+        return {
+            "loss": self.loss.state_dict(),
+            "optim": {name: o.state_dict() for name, o in self.optim._asdict().items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loss.load_state_dict(state["loss"])
+        for name, o in self.optim._asdict().items():
+            o.load_state_dict(state["optim"][name])
+
+
+class SACLearner(Learner):
+    """FastSAC (TASKS.md 3.2-3.3): LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
+
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+        super().__init__(cfg, env.device)
+        obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
+        actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
+        critic = EnsembleCritic(
+            critic_dim,
+            act_dim,
+            tuple(cfg.critic_hidden),
+            num_atoms=cfg.num_atoms,
+            v_min=cfg.v_min,
+            v_max=cfg.v_max,
+            normalize_obs=cfg.obs_normalization,
+        )
+        self.loss = SACLoss(
+            actor.to(self.device),
+            critic.to(self.device),
+            target_entropy=target_entropy_from_ratio(act_dim, cfg.target_entropy_ratio),
+            gamma=cfg.gamma,
+            tau=cfg.tau,
+            alpha_init=cfg.alpha_init,
+            mirror=_symmetry(env, self.device) if cfg.use_symmetry else None,
+        ).to(self.device)
+        self.optim = make_optimizers(self.loss, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # With symmetry the loss doubles each minibatch with its mirror image.
+        self.minibatch = cfg.batch_size // 2 if cfg.use_symmetry else cfg.batch_size
+
+    @torch.no_grad()
+    def explore(self, obs: TensorDict) -> torch.Tensor:
+        action, _ = self.loss.actor.sample(obs["policy"])
+        return action
+
+    def observe(self, data: TensorDict) -> None:
+        if self.cfg.obs_normalization:
+            self.loss.update_normalizers(data)
+
+
+class FlashSACLearner(Learner):
+    """FlashSAC (TASKS.md 3.4): residual BatchNorm trunks with unit-norm weights, reward
+    normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
+
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+        super().__init__(cfg, env.device)
+        if cfg.use_symmetry or cfg.obs_normalization:
+            raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
+        obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
+        actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
+        critic = FlashCritic(
+            critic_dim,
+            act_dim,
+            width=cfg.critic_width,
+            num_blocks=cfg.critic_blocks,
+            num_atoms=cfg.num_atoms,
+            v_min=cfg.v_min,
+            v_max=cfg.v_max,
+        )
+        normalizer = RewardNormalizer(env.num_envs, cfg.gamma) if cfg.reward_normalization else None
+        self.loss = FlashSACLoss(
+            actor,
+            critic,
+            target_entropy=flashsac_target_entropy(act_dim, cfg.target_sigma),
+            gamma=cfg.gamma,
+            tau=cfg.tau,
+            alpha_init=cfg.alpha_init,
+            reward_normalizer=normalizer,
+        ).to(self.device)
+        self.optim = make_flashsac_optimizers(
+            self.loss, lr=cfg.lr, lr_final=cfg.lr_final, total_steps=cfg.lr_decay_steps
+        )
+        self.minibatch = cfg.batch_size
+        self.noise = HeldNoise(env.num_envs, act_dim, cfg.noise_max_span, cfg.noise_zipf_mu).to(self.device)
+        self._done = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
+
+    @torch.no_grad()
+    def explore(self, obs: TensorDict) -> torch.Tensor:
+        actor = self.loss.actor
+        actor.eval()  # BatchNorm: act with running statistics, do not update them from rollouts
+        noise = self.noise.step(self._done, torch.rand(self._done.shape[0], device=self.device))
+        action, _ = actor.sample(obs["policy"], noise)
+        actor.train()
+        return action
+
+    def observe(self, data: TensorDict) -> None:
+        done = data["next", "terminated"] | data["next", "truncated"]
+        if self.loss.reward_normalizer is not None:
+            self.loss.reward_normalizer.update(data["next", "reward"], done)
+        self._done.copy_(done)
+
+    def after_step(self) -> None:
+        self.loss.project_weights_()
+        self.optim.scheduler.step()
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "noise": self.noise.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.noise.load_state_dict(state["noise"])
+
+
+LEARNERS = {"sac": SACLearner, "flashsac": FlashSACLearner}

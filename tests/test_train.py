@@ -8,6 +8,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from unilab.train import compose_config, main, run
 
@@ -46,7 +47,11 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     config = json.loads((run_dir / "run_config.json").read_text())
     assert config["config"]["task"]["name"] == "g1_walk_flat"
     assert {p.name for p in run_dir.glob("model_*.pt")} == {"model_10.pt", "model_20.pt", "model_25.pt"}
-    assert list(run_dir.glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(next(run_dir.glob("events.out.tfevents.*"))))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"loss/loss_critic", "loss/q_mean", "loss/alpha", "episode/reward_alive"} <= tags
+    assert "perf/tail_env_steps_per_sec" in tags
     session = ort.InferenceSession(str(run_dir / "policy.onnx"))
     action = session.run(["action"], {"obs": torch.zeros(2, 100).numpy()})[0]
     assert action.shape == (2, 29) and (abs(action) <= 1).all()

@@ -8,7 +8,8 @@ iteration. No policy lag: the env step of i+1 waits for the updates of i.
 
 On CUDA the update block (sampling included) is recorded once as a CUDA graph and
 replayed; indices are drawn on device against a device-side buffer size, so nothing in
-an iteration reads back to the host. Metrics stay on device until ``read_metrics``.
+an iteration reads back to the host. Episode and reward-term statistics accumulate on device
+until ``read_episodes`` (called at log points).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class OffPolicyTrainer:
         self._episodes = TensorDict(
             {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
         )
+        self._term_sums: TensorDict | None = None  # per-step mean of each reward term, summed over steps
+        self._term_steps = 0
 
     @property
     def loss(self):
@@ -130,6 +133,9 @@ class OffPolicyTrainer:
         self._episodes["return"] += (self._episode_return * finished).sum()
         self._episodes["length"] += (transition["episode_length"].float() * finished).sum()
         self._episode_return *= 1.0 - finished
+        step_means = transition["reward_terms"].apply(lambda x: x.mean(), batch_size=[])
+        self._term_sums = step_means if self._term_sums is None else self._term_sums + step_means
+        self._term_steps += 1
 
     @property
     def ready(self) -> bool:
@@ -166,12 +172,17 @@ class OffPolicyTrainer:
     # -- host boundary -------------------------------------------------------------------
 
     def read_episodes(self) -> dict[str, float]:
-        """Mean return and length of episodes finished since the last read (syncs)."""
+        """Mean return and length of episodes finished, and mean reward terms per env step, since the last
+        read (syncs once)."""
         count, total_return, total_length = (float(v) for v in self._episodes.values())
         self._episodes.zero_()
-        if count == 0:
-            return {}
-        return {"episode_return": total_return / count, "episode_length": total_length / count, "episodes": count}
+        out = {}
+        if self._term_sums is not None:
+            out = {f"reward_{k}": float(v) / self._term_steps for k, v in self._term_sums.items()}
+            self._term_sums, self._term_steps = None, 0
+        if count > 0:
+            out.update(episode_return=total_return / count, episode_length=total_length / count, episodes=count)
+        return out
 
     def state_dict(self) -> dict:
         return {**self.learner.state_dict(), "iteration": self.iteration}

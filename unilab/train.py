@@ -130,11 +130,13 @@ def run(cfg: TrainConfig) -> RunSummary:
                     meter.record(cfg.algo.num_envs, seconds)
                 trainer.runner.check()
                 values = {k: float(v) for k, v in metrics.items()}
-                last_episodes = trainer.read_episodes() or last_episodes
+                stats = trainer.read_episodes()
+                if "episode_return" in stats:
+                    last_episodes = stats
                 rate = meter.tail_env_steps_per_sec()
                 scalars = {
                     **{f"loss/{k}": v for k, v in values.items()},
-                    **{f"episode/{k}": v for k, v in last_episodes.items()},
+                    **{f"episode/{k}": v for k, v in stats.items()},
                 }
                 if rate is not None:
                     scalars["perf/tail_env_steps_per_sec"] = rate

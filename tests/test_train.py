@@ -159,6 +159,6 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])
-    assert exit_info.value.code == 2 and "usage: unilab {bench,train}" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "usage: unilab {bench,eval,train}" in capsys.readouterr().err
     cli.main(["bench", "physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "2"])
     assert '"bench": "physics"' in capsys.readouterr().out

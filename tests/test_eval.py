@@ -1,0 +1,183 @@
+"""`unilab eval`: metric functions on hand-built trajectories, readings on an exact reference, end-to-end runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from unilab.eval import (
+    SUMMARY_NAME,
+    main,
+    quat_angle,
+    rollout,
+    score,
+    tracking_metrics,
+    tracking_readings,
+    walk_metrics,
+)
+from unilab.mdp.rng import make_rng
+from unilab.tasks.registry import make_functional_env
+from unilab.train import compose_config, run
+
+T, N = 5, 3
+TINY = [
+    "sim=mujoco",
+    "algo.max_iterations=3",
+    "training.export_onnx=true",
+    "training.progress=false",
+    "algo.num_envs=4",
+    "algo.batch_size=64",
+    "algo.replay_buffer_n=64",
+    "algo.updates_per_step=1",
+    "algo.learning_starts=2",
+    "algo.actor_hidden=[32,32]",
+    "algo.critic_hidden=[32,32]",
+    "algo.num_atoms=21",
+]
+
+
+def _walk(**changes: torch.Tensor) -> dict[str, float]:
+    args = {
+        "commands": torch.zeros(T, N, 3),
+        "lin_vel_xy": torch.zeros(T, N, 2),
+        "yaw_rate": torch.zeros(T, N),
+        "active": torch.ones(T, N, dtype=torch.bool),
+        "fell": torch.zeros(N, dtype=torch.bool),
+        "episode_length": torch.full((N,), T),
+        "dt": 0.02,
+    }
+    return walk_metrics(**{**args, **changes})
+
+
+def test_standing_still_under_a_zero_command_scores_zero_error() -> None:
+    m = _walk()
+    assert m["lin_vel_error"] == 0.0 and m["yaw_rate_error"] == 0.0 and m["fall_rate"] == 0.0
+    assert m["mean_episode_length"] == T and m["mean_episode_length_s"] == pytest.approx(T * 0.02)
+
+
+def test_velocity_errors_are_norms_and_absolute_values() -> None:
+    commands = torch.zeros(T, N, 3)
+    commands[..., 0], commands[..., 2] = 1.0, -0.5
+    lin = torch.zeros(T, N, 2)
+    lin[..., 1] = 1.0  # moving sideways: |(1, 0) - (0, 1)| = sqrt 2
+    m = _walk(commands=commands, lin_vel_xy=lin, yaw_rate=torch.full((T, N), 0.5))
+    assert m["lin_vel_error"] == pytest.approx(math.sqrt(2.0)) and m["yaw_rate_error"] == pytest.approx(1.0)
+
+
+def test_a_fall_counts_and_a_time_out_does_not() -> None:
+    fell = torch.tensor([True, False, False])  # env 0 fell; envs 1, 2 timed out
+    m = _walk(fell=fell, episode_length=torch.tensor([2, T, T]))
+    assert m["fall_rate"] == pytest.approx(1 / 3)
+    assert m["mean_episode_length"] == pytest.approx((2 + 2 * T) / 3)
+
+
+def test_inactive_steps_are_ignored() -> None:
+    lin = torch.zeros(T, N, 2)
+    lin[3:] = 100.0  # after the first episode ended: must not count
+    active = torch.ones(T, N, dtype=torch.bool)
+    active[3:] = False
+    assert _walk(lin_vel_xy=lin, active=active)["lin_vel_error"] == 0.0
+    assert math.isnan(_walk(active=torch.zeros(T, N, dtype=torch.bool))["lin_vel_error"])
+
+
+def test_quat_angle_treats_q_and_minus_q_alike() -> None:
+    q = torch.tensor([[math.cos(0.3), 0.0, 0.0, math.sin(0.3)]])
+    identity = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    assert float(quat_angle(q, -q)) == pytest.approx(0.0, abs=1e-3)
+    assert float(quat_angle(identity, q)) == pytest.approx(0.6, abs=1e-5)
+
+
+def test_tracking_metrics_on_a_robot_equal_to_its_reference() -> None:
+    B, J = 4, 29
+    pos, quat = torch.randn(T, N, B, 3), torch.nn.functional.normalize(torch.randn(T, N, 4), dim=-1)
+    joints, anchor = torch.randn(T, N, J), torch.randn(T, N, 3)
+    common = {
+        "active": torch.ones(T, N, dtype=torch.bool),
+        "failed": torch.tensor([False, True, False]),
+        "episode_length": torch.full((N,), T),
+        "dt": 0.02,
+    }
+    m = tracking_metrics(pos, pos, anchor, anchor, quat, -quat, joints, joints, **common)
+    assert m["survival_rate"] == pytest.approx(2 / 3)
+    for key in ("body_pos_error", "anchor_pos_error", "anchor_ori_error", "joint_pos_error"):
+        assert m[key] == pytest.approx(0.0, abs=2e-3), key
+    shifted = tracking_metrics(
+        pos + torch.tensor([0.0, 0.3, 0.4]), pos, anchor, anchor, quat, quat, joints + 0.1, joints, **common
+    )
+    assert shifted["body_pos_error"] == pytest.approx(0.5) and shifted["joint_pos_error"] == pytest.approx(0.1)
+
+
+def test_tracking_readings_are_zero_on_the_exact_reference() -> None:
+    env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=2, obs_noise=False, reset_noise_scale=0.0)
+    readings = {k: v.unsqueeze(0) for k, v in tracking_readings(env, env.reset(make_rng(0))).items()}
+    m = tracking_metrics(
+        **readings,
+        active=torch.ones(1, 2, dtype=torch.bool),
+        failed=torch.zeros(2, dtype=torch.bool),
+        episode_length=torch.ones(2),
+        dt=env.ctx.dt,
+    )
+    assert m["body_pos_error"] < 1e-3 and m["anchor_pos_error"] < 1e-3 and m["anchor_ori_error"] < 1e-2
+    assert m["joint_pos_error"] < 1e-3
+
+
+def test_tracking_rollout_scores_every_env_once() -> None:
+    env = make_functional_env(
+        "g1_motion_tracking", sim="mujoco", num_envs=2, obs_noise=False, reset_noise_scale=0.0, episode_length_s=0.1
+    )
+    data = rollout(env, lambda obs: torch.zeros(obs.shape[0], env.action_dim), seed=0)
+    m = score(env, data)
+    assert data["active"].shape == (env.ctx.max_episode_steps, 2)
+    assert 0.0 <= m["survival_rate"] <= 1.0 and 1 <= m["mean_episode_length"] <= env.ctx.max_episode_steps
+    assert all(math.isfinite(m[k]) for k in ("body_pos_error", "anchor_ori_error", "joint_pos_error"))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("eval") / "run"
+    run(compose_config([*TINY, f"training.log_dir={run_dir}"]))
+    return run_dir
+
+
+def _check_summary(path: Path, source_key: str) -> dict:
+    data = json.loads(path.read_text())
+    assert data["task"] == "g1_walk_flat" and data["num_envs"] == 3 and data["steps"] == 10
+    assert data[source_key] is not None
+    assert 0.0 <= data["fall_rate"] <= 1.0 and 1 <= data["mean_episode_length"] <= 10
+    assert 0.0 <= data["lin_vel_error"] < 10 and 0.0 <= data["yaw_rate_error"] < 10
+    return data
+
+
+def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    common = ["--num-envs", "3", "--episode-s", "0.2", "--seed", "1"]
+    main(["--checkpoint", str(tiny_run / "model_3.pt"), *common])
+    from_ckpt = _check_summary(tiny_run / SUMMARY_NAME, "checkpoint")
+    assert "lin_vel_error" in capsys.readouterr().out
+    main(["--onnx", str(tiny_run / "policy.onnx"), "--out", str(tmp_path), *common])
+    from_onnx = _check_summary(tmp_path / SUMMARY_NAME, "onnx")
+    assert from_onnx["lin_vel_error"] == pytest.approx(from_ckpt["lin_vel_error"], abs=1e-3)
+
+
+def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run(compose_config([*TINY, "task=g1_motion_tracking", "training.export_onnx=false", f"training.log_dir={run_dir}"]))
+    result = main(["--checkpoint", str(run_dir / "model_3.pt"), "--num-envs", "2", "--episode-s", "0.2"])
+    assert result["task"] == "g1_motion_tracking" and (run_dir / SUMMARY_NAME).is_file()
+    assert 0.0 <= result["survival_rate"] <= 1.0 and 0.0 <= result["anchor_ori_error"] <= math.pi
+    assert all(math.isfinite(result[k]) for k in ("body_pos_error", "anchor_pos_error", "joint_pos_error"))
+
+
+def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "nope.pt"
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(missing)])
+    assert f"checkpoint not found: {missing}" in capsys.readouterr().err
+    garbage = tmp_path / "bad.pt"
+    garbage.write_text("not a checkpoint")
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(garbage)])
+    assert f"cannot read checkpoint {garbage}" in capsys.readouterr().err

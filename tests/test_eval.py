@@ -29,6 +29,7 @@ TINY = [
     "algo.max_iterations=3",
     "training.export_onnx=true",
     "training.progress=false",
+    "training.no_play=true",
     "algo.num_envs=4",
     "algo.batch_size=64",
     "algo.replay_buffer_n=64",

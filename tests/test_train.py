@@ -25,6 +25,7 @@ TINY = [
     "algo.save_interval=10",
     "training.log_interval=5",
     "training.progress=false",
+    "training.no_play=true",
 ]
 
 
@@ -98,7 +99,7 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
         ("algo.batch_size=100000", "larger than the replay buffer"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=ppo", "unknown algo 'ppo'"),
-        ("training.no_play=false", "not implemented yet"),
+        ("training.play_seconds=0", "training.play_seconds must be > 0"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str) -> None:
@@ -159,6 +160,13 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])
-    assert exit_info.value.code == 2 and "usage: unilab {bench,eval,train}" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "usage: unilab {bench,eval,play,train}" in capsys.readouterr().err
     cli.main(["bench", "physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "2"])
     assert '"bench": "physics"' in capsys.readouterr().out
+
+
+def test_run_ends_with_a_playback_video_by_default(tmp_path: Path) -> None:
+    overrides = [o for o in tiny(tmp_path, "mujoco", "algo.max_iterations=3") if o != "training.no_play=true"]
+    summary = run(compose_config([*overrides, "training.play_seconds=0.1", "training.play_envs=1"]))
+    video = tmp_path / "run" / "play_video.mp4"
+    assert summary.error is None and video.stat().st_size > 0

@@ -69,7 +69,9 @@ class TrainingConfig:
     log_dir: str | None = None
     log_root: str = "logs"
     log_interval: int = 10
-    no_play: bool = True
+    no_play: bool = False
+    play_seconds: float = 16.0
+    play_envs: int = 4
     export_onnx: bool = True
     progress: bool = True
 
@@ -116,5 +118,8 @@ def validate(cfg: TrainConfig) -> None:
         raise ValueError(f"algo.alpha_init and algo.lr must be positive, got {a.alpha_init}, {a.lr}")
     if cfg.training.log_interval < 1:
         raise ValueError(f"training.log_interval must be >= 1, got {cfg.training.log_interval}")
-    if not cfg.training.no_play:
-        raise ValueError("training.no_play=false asks for a playback video, which is not implemented yet")
+    if cfg.training.play_seconds <= 0 or cfg.training.play_envs < 1:
+        raise ValueError(
+            f"training.play_seconds must be > 0 and training.play_envs >= 1, "
+            f"got {cfg.training.play_seconds}, {cfg.training.play_envs}"
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-COMMANDS = {"bench": "unilab.bench", "eval": "unilab.eval", "train": "unilab.train"}
+COMMANDS = {"bench": "unilab.bench", "eval": "unilab.eval", "play": "unilab.play", "train": "unilab.train"}
 
 
 def main(argv: list[str] | None = None) -> None:

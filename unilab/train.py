@@ -25,6 +25,7 @@ from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
 from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
 from torchrl_ext.trainer import IterationTimer, OffPolicyTrainer
+from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import list_tasks, make_functional_env
 
@@ -164,6 +165,20 @@ def run(cfg: TrainConfig) -> RunSummary:
         result.write(run_dir)
     if cfg.training.export_onnx:
         export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
+    if not cfg.training.no_play and last_checkpoint is not None:
+        try:
+            video = play(
+                Path(last_checkpoint),
+                None,
+                out=run_dir,
+                num_envs=cfg.training.play_envs,
+                seconds=cfg.training.play_seconds,
+            )
+            print(f"playback: {video}")
+        except Exception as exc:  # the run itself succeeded and is saved; say what failed, keep the status
+            result.error = f"playback failed: {type(exc).__name__}: {exc}"
+            result.write(run_dir)
+            print(result.error, file=sys.stderr)
     print(f"run directory: {run_dir}")
     return result
 

@@ -1,0 +1,136 @@
+"""`unilab play` and `plot_curves`: real offscreen renders and plots from a tiny trained run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import imageio.v2 as imageio
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import torch
+
+from tests.test_train import TINY
+from unilab import curves, play
+from unilab.tasks.registry import make_functional_env
+from unilab.train import compose_config, run
+
+W, H = 160, 96  # small frames keep software-rasterised renders well under a second
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny training run shared by the tests: it is the costly part and only read afterwards."""
+    run_dir = tmp_path_factory.mktemp("play") / "run"
+    run(compose_config(["sim=mujoco", *TINY, "algo.max_iterations=3", f"training.log_dir={run_dir}"]))
+    return run_dir
+
+
+def read_frames(path: Path) -> list[np.ndarray]:
+    reader = imageio.get_reader(str(path))
+    try:
+        return [reader.get_data(i) for i in range(reader.count_frames())]
+    finally:
+        reader.close()
+
+
+def test_grid_shape_is_wide_and_fits_every_tile() -> None:
+    assert play.grid_shape(1) == (1, 1)
+    assert play.grid_shape(4) == (2, 2)
+    assert play.grid_shape(5) == (2, 3)
+    for n in range(1, 17):
+        rows, cols = play.grid_shape(n)
+        assert rows * cols >= n and cols >= rows
+
+
+def test_render_rollout_writes_a_readable_non_blank_video(tmp_path: Path) -> None:
+    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu", obs_noise=False)
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(obs.shape[0], env.action_dim)
+
+    path = play.render_rollout(env, policy, tmp_path / "v.mp4", num_envs=4, steps=5, width=W, height=H)
+    assert path.is_file() and path.stat().st_size > 0
+    frames = read_frames(path)
+    assert len(frames) == 6  # the reset frame plus one per control step
+    assert frames[0].shape == (H, W, 3)
+    assert frames[-1].std() > 5  # not one flat colour: robots and floor were drawn
+    meta = imageio.get_reader(str(path)).get_meta_data()
+    assert meta["fps"] == pytest.approx(1.0 / env.ctx.dt)
+
+
+def test_tiles_show_each_env_in_its_own_state() -> None:
+    model = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=1, device="cpu").sim.model
+    drawer = play.TileRenderer(model, 2, W, H)
+    try:
+        standing = model.qpos0.copy()
+        lying = standing.copy()
+        lying[2] = 0.15  # pelvis on the floor changes what the tracking camera sees
+        frame = drawer.frame(np.stack([standing, lying]))
+    finally:
+        drawer.close()
+    left, right = frame[:, : W // 2], frame[:, W // 2 :]
+    assert np.abs(left.astype(int) - right.astype(int)).mean() > 1
+
+
+def test_play_from_checkpoint_writes_video_and_still(tiny_run: Path, tmp_path: Path) -> None:
+    checkpoint = next(tiny_run.glob("model_*.pt"))
+    size = ["--width", str(W), "--height", str(H)]
+    still = tmp_path / "still.png"
+    path = play.main(
+        [
+            "--checkpoint",
+            str(checkpoint),
+            "--seconds",
+            "0.1",
+            "--num-envs",
+            "2",
+            *size,
+            "--out",
+            str(tmp_path),
+            "--still",
+            str(still),
+        ]
+    )
+    assert path == tmp_path / play.VIDEO_NAME and path.stat().st_size > 0
+    assert read_frames(path)[0].shape == (H, W, 3)
+    assert mpimg.imread(still).shape[:2] == (H, W)
+
+
+def test_play_from_onnx_defaults_beside_the_policy(tiny_run: Path) -> None:
+    path = play.play(None, tiny_run / "policy.onnx", seconds=0.06, num_envs=1, width=W, height=H)
+    assert path == tiny_run / play.VIDEO_NAME and path.stat().st_size > 0
+
+
+def test_save_still_takes_the_middle_of_a_frame_list(tmp_path: Path) -> None:
+    frames = [np.full((8, 10, 3), value, dtype=np.uint8) for value in (0, 100, 200)]
+    path = play.save_still(frames, tmp_path / "s.png")
+    assert (imageio.imread(path) == 100).all()
+
+
+def test_play_cli_names_the_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.pt"
+    with pytest.raises(SystemExit) as exc:
+        play.main(["--checkpoint", str(missing)])
+    assert exc.value.code == 2 and str(missing) in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        play.main(["--onnx", str(tmp_path / "nope.onnx")])
+    assert "nope.onnx" in capsys.readouterr().err
+
+
+def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:
+    scalars = curves.read_scalars(tiny_run)
+    assert curves.RATE_TAG in scalars and any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars)
+    default = curves.plot_run(tiny_run)
+    assert default == tiny_run / curves.CURVES_NAME
+    image = mpimg.imread(curves.main([str(tiny_run), "--out", str(tmp_path / "c.png")]))
+    assert image.shape[:2] == (800, 1200)  # figsize 12x8 inches at 100 dpi
+
+
+def test_plot_curves_cli_names_the_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        curves.main([str(tmp_path / "no_run")])
+    assert exc.value.code == 2 and str(tmp_path / "no_run") in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path)])
+    assert "no TensorBoard event files" in capsys.readouterr().err

@@ -1,0 +1,102 @@
+"""``plot_curves``: one PNG of a run's learning curves, for docs and for runs viewed without a TensorBoard server.
+
+The x-axis is wall time (minutes since the run's first logged scalar, from each event's ``wall_time`` field), not
+env steps: the question these plots answer is how long a policy takes to learn, which is what differs between
+backends and machines; TensorBoard itself already shows the env-step axis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+CURVES_NAME = "curves.png"
+RETURN_TAG, LENGTH_TAG, RATE_TAG = "episode/episode_return", "episode/episode_length", "perf/tail_env_steps_per_sec"
+REWARD_PREFIX = "episode/reward_"
+PANELS = (
+    (RETURN_TAG, "episode return"),
+    (LENGTH_TAG, "episode length (steps)"),
+    (RATE_TAG, "tail env steps / s"),
+)
+
+
+class CurvesError(ValueError):
+    """A user-facing problem with the run directory (missing, or no event files in it)."""
+
+
+def read_scalars(run_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
+    """Every scalar tag as (wall_time, value) lists, sorted by wall time, across all event files of the run.
+
+    A resumed run appends a second event file to the same directory; the accumulator merges them.
+    """
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CurvesError(f"run directory not found: {run_dir}")
+    if not any(run_dir.glob("events.out.tfevents.*")):
+        raise CurvesError(f"no TensorBoard event files in {run_dir}")
+    events = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})  # 0 keeps every point, not a sample
+    events.Reload()
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for tag in events.Tags()[SCALARS]:
+        points = sorted(events.Scalars(tag), key=lambda e: e.wall_time)
+        out[tag] = ([p.wall_time for p in points], [p.value for p in points])
+    return out
+
+
+def plot_run(run_dir: Path, out: Path | None = None) -> Path:
+    """Plot return, length, throughput and reward terms vs wall time; returns the PNG path (default beside)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: no display on training machines
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    scalars = read_scalars(run_dir)
+    if not scalars:
+        raise CurvesError(f"no scalars logged in {run_dir}")
+    start = min(times[0] for times, _ in scalars.values() if times)
+    rewards = sorted(tag for tag in scalars if tag.startswith(REWARD_PREFIX))
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
+    for ax, (tag, label) in zip(axes.flat, PANELS, strict=False):
+        if tag in scalars:
+            times, values = scalars[tag]
+            ax.plot([(t - start) / 60.0 for t in times], values)
+        else:
+            ax.text(0.5, 0.5, f"{tag} not logged", ha="center", va="center", transform=ax.transAxes)
+        ax.set(title=label, xlabel="wall time (min)", ylabel=label)
+        ax.grid(alpha=0.3)
+    ax = axes.flat[3]
+    for tag in rewards:
+        times, values = scalars[tag]
+        ax.plot([(t - start) / 60.0 for t in times], values, label=tag[len(REWARD_PREFIX) :])
+    if rewards:
+        ax.legend(fontsize="x-small", ncol=2)
+    else:
+        ax.text(0.5, 0.5, "no reward terms logged", ha="center", va="center", transform=ax.transAxes)
+    ax.set(title="reward terms (per episode)", xlabel="wall time (min)", ylabel="reward")
+    ax.grid(alpha=0.3)
+    fig.suptitle(run_dir.name)
+
+    target = Path(out) if out is not None else run_dir / CURVES_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+    return target
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Command ``python scripts/plot_curves.py RUN_DIR [--out PNG]``."""
+    parser = argparse.ArgumentParser(prog="plot_curves", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="run directory written by train (holds events.out.tfevents.*)")
+    parser.add_argument("--out", type=Path, default=None, help=f"PNG path (default: RUN_DIR/{CURVES_NAME})")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        path = plot_run(args.run_dir, args.out)
+    except CurvesError as exc:
+        parser.error(str(exc))
+    print(f"curves: {path}")
+    return path

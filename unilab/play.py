@@ -1,0 +1,281 @@
+"""``play``: render a trained policy to an mp4 so a person can see what the numbers in ``eval`` mean.
+
+Rendering backend: MuJoCo picks its OpenGL platform from ``MUJOCO_GL`` when ``mujoco`` is first imported.
+``import unilab`` defaults it to ``egl`` on headless Linux (see ``unilab/__init__.py``); EGL renders offscreen both
+on CPU machines (Mesa) and on GPU machines (the NVIDIA driver). If ``mujoco`` was imported first with another
+platform that cannot open a context, the renderer raises an error saying so.
+
+Layout: the batched envs all start at the world origin (each in its own physics world), so drawing them in one
+scene would stack the robots on top of each other. Each rendered env therefore gets its own tile in a grid, filmed
+by a free camera tracking that env's pelvis: every robot stays in view however far it walks, and a fall in one
+tile cannot hide another robot. The state's ``qpos`` is copied into one ``MjData`` per env and ``mj_forward``
+recomputes the poses to draw; rendering never feeds back into the physics.
+
+The G1 model ships no meshes; its visible shape is its collision geoms (group 3), which MuJoCo hides by default,
+so the scene option turns group 3 on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from unilab.envs.functional import FunctionalEnv
+from unilab.eval import EvalError, _onnx_run_config, checkpoint_policy, load_checkpoint, onnx_policy
+from unilab.mdp.rng import advance, make_rng
+from unilab.tasks.registry import list_tasks, make_functional_env, make_task
+
+VIDEO_NAME = "play_video.mp4"
+TRACK_BODY = "pelvis"
+COLLISION_GROUP = 3
+CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 6.0, -20.0, 90.0
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _software_gl() -> bool:
+    """Whether the current GL context rasterises on the CPU (Mesa llvmpipe/softpipe), where frames are slow."""
+    try:
+        from OpenGL import GL
+
+        name = (GL.glGetString(GL.GL_RENDERER) or b"").decode(errors="replace").lower()
+    except Exception:
+        return False
+    return any(soft in name for soft in ("llvmpipe", "softpipe", "swrast"))
+
+
+def grid_shape(num_tiles: int) -> tuple[int, int]:
+    """(rows, cols) with cols >= rows: wide videos suit the 16:9 frame and most players."""
+    cols = math.ceil(math.sqrt(num_tiles))
+    return math.ceil(num_tiles / cols), cols
+
+
+def _even(value: int) -> int:
+    """H.264 in yuv420p needs even dimensions; rounding tiles down keeps the frame size the caller asked for."""
+    return value - value % 2
+
+
+class TileRenderer:
+    """Draws the first ``num_tiles`` envs of a state into one (height, width, 3) uint8 frame."""
+
+    def __init__(
+        self, model: mujoco.MjModel, num_tiles: int, width: int, height: int, fast: bool | None = None
+    ) -> None:
+        if width % 2 or height % 2:
+            raise ValueError(f"video width and height must be even for H.264, got {width}x{height}")
+        self.rows, self.cols = grid_shape(num_tiles)
+        self.tile_h, self.tile_w = _even(height // self.rows), _even(width // self.cols)
+        if self.tile_h < 2 or self.tile_w < 2:
+            raise ValueError(f"{width}x{height} is too small for {num_tiles} tiles")
+        if self.tile_w > model.vis.global_.offwidth or self.tile_h > model.vis.global_.offheight:
+            # The offscreen buffer is sized by the model; grow it rather than fail on a large request.
+            model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.tile_w)
+            model.vis.global_.offheight = max(model.vis.global_.offheight, self.tile_h)
+        self.model = model
+        self.width, self.height = width, height
+        self.datas = [mujoco.MjData(model) for _ in range(num_tiles)]
+        try:
+            self.renderer = mujoco.Renderer(model, self.tile_h, self.tile_w)
+        except Exception as exc:
+            raise EvalError(
+                f"cannot open an offscreen OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}; "
+                "set MUJOCO_GL=egl (or osmesa) before anything imports mujoco"
+            ) from exc
+        if fast is None:
+            fast = _software_gl()
+        if fast:
+            # Shadows and reflections cost ~3x the frame time on a software rasteriser and carry no information.
+            self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+            self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        self.option = mujoco.MjvOption()
+        self.option.geomgroup[COLLISION_GROUP] = 1
+        self.camera = mujoco.MjvCamera()
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        self.camera.trackbodyid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, TRACK_BODY)
+        self.camera.distance = CAMERA_DISTANCE
+        self.camera.elevation = CAMERA_ELEVATION
+        self.camera.azimuth = CAMERA_AZIMUTH
+
+    def frame(self, qpos: np.ndarray) -> np.ndarray:
+        """``qpos`` (num_envs, nq); envs beyond the tile count are not drawn."""
+        canvas = np.zeros((self.height, self.width, 3), dtype=np.uint8)
+        for i, data in enumerate(self.datas):
+            data.qpos[:] = qpos[i]
+            mujoco.mj_forward(self.model, data)
+            self.renderer.update_scene(data, camera=self.camera, scene_option=self.option)
+            row, col = divmod(i, self.cols)
+            y, x = row * self.tile_h, col * self.tile_w
+            canvas[y : y + self.tile_h, x : x + self.tile_w] = self.renderer.render()
+        return canvas
+
+    def close(self) -> None:
+        self.renderer.close()
+
+
+@torch.no_grad()
+def render_rollout(
+    env: FunctionalEnv,
+    policy: Policy,
+    path: Path,
+    num_envs: int = 4,
+    steps: int = 800,
+    seed: int = 0,
+    width: int = 640,
+    height: int = 360,
+    fast: bool | None = None,
+) -> Path:
+    """Write ``steps`` control steps of ``policy`` in ``env`` as an mp4 at the control rate (real-time playback).
+
+    The first ``num_envs`` envs of ``env`` are drawn (all of them when it has fewer). Envs that fall are reset by
+    the env's own auto-reset, so the video shows the next episode start rather than a frozen body. ``fast`` turns
+    off shadows and reflections; by default it is on exactly when the GL renderer is a software rasteriser.
+    """
+    import imageio.v2 as imageio
+
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    tiles = min(num_envs, env.num_envs)
+    if tiles < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fps = round(1.0 / env.ctx.dt)
+    drawer = TileRenderer(env.sim.model, tiles, width, height, fast)
+    rng = make_rng(seed, env.device)
+    state = env.reset(rng)
+    writer = imageio.get_writer(str(path), fps=fps, codec="libx264", macro_block_size=1, quality=7)
+    try:
+        writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+        for _ in range(steps):
+            rng = advance(rng)
+            state, _ = env.step(state, policy(state["obs", "policy"]), rng)
+            writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+    finally:
+        writer.close()
+        drawer.close()
+    return path
+
+
+def save_still(video_or_frames: Path | str | Sequence[np.ndarray] | np.ndarray, png_path: Path) -> Path:
+    """Write the middle frame as a PNG: the first frame is the reset pose, which says nothing about the policy."""
+    import imageio.v2 as imageio
+
+    if isinstance(video_or_frames, (str, Path)):
+        source = Path(video_or_frames)
+        if not source.is_file():
+            raise FileNotFoundError(f"video not found: {source}")
+        # ffmpeg reports an unknown (infinite) length, so count first instead of iterating the reader.
+        reader = imageio.get_reader(str(source))
+        try:
+            count = reader.count_frames()
+            if count == 0:
+                raise ValueError(f"no frames in {source}")
+            still = reader.get_data(count // 2)
+        finally:
+            reader.close()
+    else:
+        frames = list(video_or_frames)
+        if not frames:
+            raise ValueError("no frames to take a still from")
+        still = frames[len(frames) // 2]
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    imageio.imwrite(str(png_path), np.asarray(still, dtype=np.uint8))
+    return png_path
+
+
+def play(
+    checkpoint: Path | None,
+    onnx: Path | None,
+    out: Path | None = None,
+    task: str | None = None,
+    num_envs: int = 4,
+    seconds: float = 16.0,
+    seed: int = 0,
+    width: int = 640,
+    height: int = 360,
+) -> Path:
+    """Render a policy on the CPU ``mujoco`` backend; returns the video path.
+
+    ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
+    video goes beside the checkpoint or ONNX file. Observation noise is off, as in ``eval``, and the episode length
+    is stretched to cover the video so time-outs do not cut the motion.
+    """
+    if (checkpoint is None) == (onnx is None):
+        raise EvalError("give exactly one of a checkpoint or an onnx policy")
+    if seconds <= 0:
+        raise EvalError(f"seconds must be > 0, got {seconds}")
+    if onnx is not None and not Path(onnx).is_file():
+        raise EvalError(f"onnx policy not found: {onnx}")
+    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
+    config = ckpt["config"] if ckpt is not None else _onnx_run_config(Path(onnx))
+    saved_task: dict[str, Any] = (config or {}).get("task", {})
+    task = task or saved_task.get("name")
+    if task is None:
+        raise EvalError(f"no task given and none recorded beside {onnx}; pass --task")
+    if task not in list_tasks():
+        raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    overrides: dict[str, Any] = {"obs_noise": False}
+    if saved_task.get("name") == task and saved_task.get("motion_file"):
+        overrides["motion_file"] = saved_task["motion_file"]
+    overrides["episode_length_s"] = max(make_task(task, **overrides).episode_length_s, float(seconds))
+    env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
+    policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
+    source = Path(checkpoint if checkpoint is not None else onnx)
+    if out is None:
+        target = source.parent / VIDEO_NAME
+    else:
+        out = Path(out)
+        target = out if out.suffix == ".mp4" else out / VIDEO_NAME
+    steps = max(1, round(seconds / env.ctx.dt))
+    return render_rollout(env, policy, target, num_envs, steps, seed, width, height)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Console command ``unilab play``."""
+    parser = argparse.ArgumentParser(prog="unilab play", description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="model_<it>.pt written by train")
+    source.add_argument("--onnx", type=Path, help="policy.onnx written by train")
+    parser.add_argument("--out", type=Path, default=None, help=f"directory or .mp4 path (default: {VIDEO_NAME} beside)")
+    parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default: the run's task)")
+    parser.add_argument("--seconds", type=float, default=16.0)
+    parser.add_argument("--num-envs", type=int, default=4, help="robots shown, one tile each")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=360)
+    parser.add_argument("--still", type=Path, default=None, help="also write the middle frame to this PNG")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.num_envs < 1:
+        parser.error(f"--num-envs must be >= 1, got {args.num_envs}")
+    if args.seconds <= 0:
+        parser.error(f"--seconds must be > 0, got {args.seconds}")
+    if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:
+        parser.error(f"--width and --height must be even and positive, got {args.width}x{args.height}")
+    try:
+        path = play(
+            args.checkpoint,
+            args.onnx,
+            args.out,
+            args.task,
+            args.num_envs,
+            args.seconds,
+            args.seed,
+            args.width,
+            args.height,
+        )
+    except EvalError as exc:
+        parser.error(str(exc))
+    print(f"video: {path}")
+    if args.still is not None:
+        print(f"still: {save_still(path, args.still)}")
+    return path

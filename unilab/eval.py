@@ -268,6 +268,30 @@ def _onnx_run_config(path: Path) -> dict | None:
 # -- evaluate ---------------------------------------------------------------------------------------------
 
 
+def policy_source(
+    checkpoint: Path | None, onnx: Path | None, task: str | None
+) -> tuple[dict | None, str, dict[str, Any]]:
+    """The loaded checkpoint (None for ONNX), the task to run and its env overrides (noise off, the run's motion file).
+
+    The task defaults to the one the policy was trained on: from the checkpoint's config, or from the
+    ``run_config.json`` beside an ONNX file.
+    """
+    if (checkpoint is None) == (onnx is None):
+        raise EvalError("give exactly one of a checkpoint or an onnx policy")
+    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
+    config = ckpt["config"] if ckpt is not None else _onnx_run_config(Path(onnx))
+    saved_task: dict[str, Any] = (config or {}).get("task", {})
+    task = task or saved_task.get("name")
+    if task is None:
+        raise EvalError(f"no task given and none recorded beside {onnx}; pass --task")
+    if task not in list_tasks():
+        raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    overrides: dict[str, Any] = {"obs_noise": False}
+    if saved_task.get("name") == task and saved_task.get("motion_file"):
+        overrides["motion_file"] = saved_task["motion_file"]
+    return ckpt, task, overrides
+
+
 def evaluate(
     checkpoint: Path | None,
     onnx: Path | None,
@@ -284,19 +308,7 @@ def evaluate(
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set.
     """
-    if (checkpoint is None) == (onnx is None):
-        raise EvalError("give exactly one of a checkpoint or an onnx policy")
-    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
-    config = ckpt["config"] if ckpt is not None else _onnx_run_config(Path(onnx))
-    saved_task = (config or {}).get("task", {})
-    task = task or saved_task.get("name")
-    if task is None:
-        raise EvalError(f"no task given and none recorded beside {onnx}; pass --task")
-    if task not in list_tasks():
-        raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
-    overrides: dict[str, Any] = {"obs_noise": False}
-    if saved_task.get("name") == task and saved_task.get("motion_file"):
-        overrides["motion_file"] = saved_task["motion_file"]
+    ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
     env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **overrides)

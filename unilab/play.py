@@ -23,14 +23,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import mujoco
 import numpy as np
 import torch
 
 from unilab.envs.functional import FunctionalEnv
-from unilab.eval import EvalError, _onnx_run_config, checkpoint_policy, load_checkpoint, onnx_policy
+from unilab.eval import EvalError, checkpoint_policy, onnx_policy, policy_source
 from unilab.mdp.rng import advance, make_rng
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 
@@ -210,23 +209,11 @@ def play(
     video goes beside the checkpoint or ONNX file. Observation noise is off, as in ``eval``, and the episode length
     is stretched to cover the video so time-outs do not cut the motion.
     """
-    if (checkpoint is None) == (onnx is None):
-        raise EvalError("give exactly one of a checkpoint or an onnx policy")
     if seconds <= 0:
         raise EvalError(f"seconds must be > 0, got {seconds}")
     if onnx is not None and not Path(onnx).is_file():
         raise EvalError(f"onnx policy not found: {onnx}")
-    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
-    config = ckpt["config"] if ckpt is not None else _onnx_run_config(Path(onnx))
-    saved_task: dict[str, Any] = (config or {}).get("task", {})
-    task = task or saved_task.get("name")
-    if task is None:
-        raise EvalError(f"no task given and none recorded beside {onnx}; pass --task")
-    if task not in list_tasks():
-        raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
-    overrides: dict[str, Any] = {"obs_noise": False}
-    if saved_task.get("name") == task and saved_task.get("motion_file"):
-        overrides["motion_file"] = saved_task["motion_file"]
+    ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     overrides["episode_length_s"] = max(make_task(task, **overrides).episode_length_s, float(seconds))
     env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)

@@ -77,7 +77,7 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
         ax.legend(fontsize="x-small", ncol=2)
     else:
         ax.text(0.5, 0.5, "no reward terms logged", ha="center", va="center", transform=ax.transAxes)
-    ax.set(title="reward terms (per episode)", xlabel="wall time (min)", ylabel="reward")
+    ax.set(title="reward terms (mean per env step)", xlabel="wall time (min)", ylabel="reward x dt")
     ax.grid(alpha=0.3)
     fig.suptitle(run_dir.name)
 

@@ -18,21 +18,17 @@ heads read however much the blocks add up.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from tensordict import NestedKey, TensorDict, TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch import Tensor, nn
 from torch.func import functional_call
-from torchrl.objectives import LossModule
 
-from torchrl_ext.sac import project_distribution
+from torchrl_ext.sac import SoftActorCriticLoss, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
 FLASH_LOG_STD_MAX = 2.0
@@ -357,7 +353,7 @@ def _flat(x: Tensor) -> Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
-class FlashSACLoss(LossModule):
+class FlashSACLoss(SoftActorCriticLoss):
     """FlashSAC objective: a min-Q distributional critic, a min-Q actor and an entropy-targeting temperature.
 
     Target: per sample, the target member with the smaller expected Q supplies the whole next-state distribution,
@@ -371,21 +367,6 @@ class FlashSACLoss(LossModule):
     current batch. Polyak averaging touches parameters only; the target's running statistics are its own.
     """
 
-    @dataclass
-    class _AcceptedKeys:
-        """Where each entry of a transition lives; change with ``set_keys``."""
-
-        observation: NestedKey = "policy"
-        critic_observation: NestedKey = "critic"
-        action: NestedKey = "action"
-        reward: NestedKey = ("next", "reward")
-        terminated: NestedKey = ("next", "terminated")
-        next_observation: NestedKey = ("next", "policy")
-        next_critic_observation: NestedKey = ("next", "critic")
-
-    default_keys = _AcceptedKeys
-    tensor_keys: _AcceptedKeys
-
     def __init__(
         self,
         actor: FlashActor,
@@ -397,28 +378,8 @@ class FlashSACLoss(LossModule):
         alpha_init: float = 0.01,
         reward_normalizer: RewardNormalizer | None = None,
     ) -> None:
-        super().__init__()
-        self.actor = actor
-        self.critic = critic
-        self._target_critic = copy.deepcopy(critic).requires_grad_(False)
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha_init)))
-        self.target_entropy = target_entropy
-        self.gamma = gamma
-        self.tau = tau
+        super().__init__(actor, critic, target_entropy=target_entropy, gamma=gamma, tau=tau, alpha_init=alpha_init)
         self.reward_normalizer = reward_normalizer
-        self.in_keys = [getattr(self.tensor_keys, field.name) for field in dataclasses.fields(self.tensor_keys)]
-        self.out_keys = ["loss_critic", "q_mean", "loss_actor", "entropy", "loss_alpha", "alpha"]
-
-    def _forward_value_estimator_keys(self, **kwargs: object) -> None:
-        self.in_keys = [getattr(self.tensor_keys, field.name) for field in dataclasses.fields(self.tensor_keys)]
-
-    @property
-    def target_critic(self) -> FlashCritic:
-        return self._target_critic
-
-    @property
-    def alpha(self) -> Tensor:
-        return self.log_alpha.detach().exp()
 
     def read_transition(self, tensordict: TensorDictBase) -> FlashTransition:
         keys = self.tensor_keys
@@ -473,23 +434,6 @@ class FlashSACLoss(LossModule):
         q = self.critic.expected_q(self._frozen_critic(critic_obs, action)).min(0).values
         loss = (self.alpha * log_prob - q).mean()
         return TensorDict(loss_actor=loss, entropy=-log_prob.detach().mean(), log_prob=log_prob.detach())
-
-    def alpha_loss(self, log_prob: Tensor) -> TensorDict:
-        """Temperature loss, pushing the policy entropy towards ``target_entropy``."""
-        loss = -(self.log_alpha.exp() * (log_prob.detach() + self.target_entropy)).mean()
-        return TensorDict(loss_alpha=loss, alpha=self.alpha)
-
-    def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        out = self.critic_loss(tensordict)
-        actor = self.actor_loss(tensordict)
-        out.update(actor.exclude("log_prob"))
-        out.update(self.alpha_loss(actor["log_prob"]))
-        return out
-
-    @torch.no_grad()
-    def update_target(self) -> None:
-        """Polyak step ``target <- (1 - tau) target + tau online`` over parameters, one fused multi-tensor op."""
-        torch._foreach_lerp_(list(self._target_critic.parameters()), list(self.critic.parameters()), self.tau)
 
     def project_weights_(self) -> None:
         """Put actor and critic hidden weights back on the unit sphere; call after their optimiser steps. The

@@ -86,13 +86,12 @@ def _flat_features(x: Tensor) -> Tensor:
     return x.reshape(-1, x.shape[-1])
 
 
-class SACLoss(LossModule):
-    """Soft actor-critic with a distributional twin critic, as used by FastSAC.
+class SoftActorCriticLoss(LossModule):
+    """What SAC-family losses share: transition keys, target critic, temperature, Polyak update.
 
-    Each critic member bootstraps from its own target member (no min over the pair); the C51 cross-entropy already
-    curbs overestimation. Only ``terminated`` cuts the bootstrap: a time-limit truncation is not the end of the
-    task's return. Critic, actor and temperature losses are also exposed separately so a trainer can update the
-    critic every step and the actor only every k-th step.
+    Subclasses supply ``critic_loss`` and ``actor_loss`` (the latter returning a detached per-sample ``log_prob``
+    for ``alpha_loss``); exposing the three losses separately lets a trainer update the critic every step and the
+    actor only every k-th step.
     """
 
     @dataclass
@@ -112,6 +111,74 @@ class SACLoss(LossModule):
 
     def __init__(
         self,
+        actor: torch.nn.Module,
+        critic: torch.nn.Module,
+        *,
+        target_entropy: float,
+        gamma: float,
+        tau: float,
+        alpha_init: float,
+    ) -> None:
+        super().__init__()
+        self.actor = actor
+        self.critic = critic
+        self._target_critic = copy.deepcopy(critic).requires_grad_(False)
+        self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(alpha_init)))
+        self.target_entropy = target_entropy
+        self.gamma = gamma
+        self.tau = tau
+        self._set_in_keys()
+        self.out_keys = ["loss_critic", "q_mean", "loss_actor", "entropy", "loss_alpha", "alpha"]
+
+    def _set_in_keys(self) -> None:
+        self.in_keys = [getattr(self.tensor_keys, field.name) for field in dataclasses.fields(self.tensor_keys)]
+
+    def _forward_value_estimator_keys(self, **kwargs: object) -> None:
+        self._set_in_keys()
+
+    @property
+    def target_critic(self) -> torch.nn.Module:
+        return self._target_critic
+
+    @property
+    def alpha(self) -> Tensor:
+        return self.log_alpha.detach().exp()
+
+    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
+        raise NotImplementedError
+
+    def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
+        raise NotImplementedError
+
+    def alpha_loss(self, log_prob: Tensor) -> TensorDict:
+        """Temperature loss, pushing the policy entropy towards ``target_entropy``."""
+        loss = -(self.log_alpha.exp() * (log_prob.detach() + self.target_entropy)).mean()
+        return TensorDict(loss_alpha=loss, alpha=self.alpha)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        out = self.critic_loss(tensordict)
+        actor = self.actor_loss(tensordict)
+        out.update(actor.exclude("log_prob"))
+        out.update(self.alpha_loss(actor["log_prob"]))
+        return out
+
+    @torch.no_grad()
+    def update_target(self) -> None:
+        """Polyak step ``target <- (1 - tau) target + tau online`` over parameters, one fused multi-tensor op."""
+        torch._foreach_lerp_(list(self._target_critic.parameters()), list(self.critic.parameters()), self.tau)
+
+
+class SACLoss(SoftActorCriticLoss):
+    """Soft actor-critic with a distributional twin critic, as used by FastSAC.
+
+    Each critic member bootstraps from its own target member (no min over the pair); the C51 cross-entropy already
+    curbs overestimation. Only ``terminated`` cuts the bootstrap: a time-limit truncation is not the end of the
+    task's return. Critic, actor and temperature losses are also exposed separately so a trainer can update the
+    critic every step and the actor only every k-th step.
+    """
+
+    def __init__(
+        self,
         actor: Actor,
         critic: EnsembleCritic,
         *,
@@ -121,20 +188,11 @@ class SACLoss(LossModule):
         alpha_init: float = 1e-3,
         mirror: Symmetry | None = None,
     ) -> None:
-        super().__init__()
-        self.actor = actor
-        self.critic = critic
-        self._target_critic = copy.deepcopy(critic).requires_grad_(False)
+        super().__init__(actor, critic, target_entropy=target_entropy, gamma=gamma, tau=tau, alpha_init=alpha_init)
         self._target_critic.obs_norm = critic.obs_norm  # the target must see inputs scaled like the online critic
-        self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(alpha_init)))
-        self.target_entropy = target_entropy
-        self.gamma = gamma
-        self.tau = tau
         self.symmetric = mirror is not None
         if mirror is not None:
             self._register_mirror(mirror)
-        self._set_in_keys()
-        self.out_keys = ["loss_critic", "q_mean", "loss_actor", "entropy", "loss_alpha", "alpha"]
 
     def _register_mirror(self, mirror: Symmetry) -> None:
         # Buffers rather than a plain attribute, so ``.to(device)`` on the loss moves the index tensors too.
@@ -146,17 +204,6 @@ class SACLoss(LossModule):
     def mirror(self, space: str) -> Mirror:
         """The reflection of ``space`` ("observation", "critic_observation" or "action")."""
         return Mirror(getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign"))
-
-    def _set_in_keys(self) -> None:
-        self.in_keys = [getattr(self.tensor_keys, field.name) for field in dataclasses.fields(self.tensor_keys)]
-
-    @property
-    def target_critic(self) -> EnsembleCritic:
-        return self._target_critic
-
-    @property
-    def alpha(self) -> Tensor:
-        return self.log_alpha.detach().exp()
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""
@@ -224,23 +271,6 @@ class SACLoss(LossModule):
         q = self.critic.expected_q(self._frozen_critic(critic_obs, action)).mean(0)
         loss = (self.alpha * log_prob - q).mean()
         return TensorDict(loss_actor=loss, entropy=-log_prob.detach().mean(), log_prob=log_prob.detach())
-
-    def alpha_loss(self, log_prob: Tensor) -> TensorDict:
-        """Temperature loss, pushing the policy entropy towards ``target_entropy``."""
-        loss = -(self.log_alpha.exp() * (log_prob.detach() + self.target_entropy)).mean()
-        return TensorDict(loss_alpha=loss, alpha=self.alpha)
-
-    def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        out = self.critic_loss(tensordict)
-        actor = self.actor_loss(tensordict)
-        out.update(actor.exclude("log_prob"))
-        out.update(self.alpha_loss(actor["log_prob"]))
-        return out
-
-    @torch.no_grad()
-    def update_target(self) -> None:
-        """Polyak step ``target <- (1 - tau) target + tau online`` as one fused multi-tensor op."""
-        torch._foreach_lerp_(list(self._target_critic.parameters()), list(self.critic.parameters()), self.tau)
 
     @torch.no_grad()
     def update_normalizers(self, tensordict: TensorDictBase) -> None:

@@ -41,6 +41,17 @@ CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 6.0, -20.0, 90.0
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
+def _offscreen_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
+    """A renderer on the platform MuJoCo chose when first imported (see the module docstring)."""
+    try:
+        return mujoco.Renderer(model, height, width)
+    except Exception as exc:
+        raise EvalError(
+            f"cannot open an offscreen OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}; "
+            "set MUJOCO_GL=egl (or osmesa) before anything imports mujoco (torchrl does)"
+        ) from exc
+
+
 def _software_gl() -> bool:
     """Whether the current GL context rasterises on the CPU (Mesa llvmpipe/softpipe), where frames are slow."""
     try:
@@ -82,13 +93,7 @@ class TileRenderer:
         self.model = model
         self.width, self.height = width, height
         self.datas = [mujoco.MjData(model) for _ in range(num_tiles)]
-        try:
-            self.renderer = mujoco.Renderer(model, self.tile_h, self.tile_w)
-        except Exception as exc:
-            raise EvalError(
-                f"cannot open an offscreen OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}; "
-                "set MUJOCO_GL=egl (or osmesa) before anything imports mujoco"
-            ) from exc
+        self.renderer = _offscreen_renderer(model, self.tile_h, self.tile_w)
         if fast is None:
             fast = _software_gl()
         if fast:

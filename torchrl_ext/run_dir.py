@@ -47,7 +47,7 @@ def _timestamp() -> str:
 
 def utc_now_iso() -> str:
     """UTC with an explicit offset, so start and end times compare across machines in different time zones."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def make_run_dir(log_dir: str | None, algo: str, task: str, sim: str, root: str | Path = "logs") -> Path:

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -78,7 +78,7 @@ def run(cfg: TrainConfig) -> RunSummary:
     write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
     writer = SummaryWriter(str(run_dir))
     meter = TailRateMeter(window=20)
-    start_utc = datetime.now(timezone.utc).isoformat()
+    start_utc = datetime.now(UTC).isoformat()
     started = time.perf_counter()
     status, error, last_checkpoint, last_episodes = "running", None, None, {}
 
@@ -94,7 +94,7 @@ def run(cfg: TrainConfig) -> RunSummary:
             total_env_steps=trainer.env_steps,
             training_wall_time_sec=time.perf_counter() - started,
             start_time_utc=start_utc,
-            end_time_utc=None if status == "running" else datetime.now(timezone.utc).isoformat(),
+            end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
             last_checkpoint=last_checkpoint,
             final_mean_reward=last_episodes.get("episode_return"),
             mean_episode_length=last_episodes.get("episode_length"),

@@ -28,7 +28,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from torchrl_ext.sac import SoftActorCriticLoss, project_distribution
+from torchrl_ext.sac import SoftActorCriticLoss, Transition, flatten_batch, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
 FLASH_LOG_STD_MAX = 2.0
@@ -337,22 +337,6 @@ class HeldNoise(nn.Module):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class FlashTransition(NamedTuple):
-    """A batch flattened to one leading dimension, with reward and terminated as (N,) vectors."""
-
-    observation: Tensor
-    critic_observation: Tensor
-    action: Tensor
-    reward: Tensor
-    terminated: Tensor
-    next_observation: Tensor
-    next_critic_observation: Tensor
-
-
-def _flat(x: Tensor) -> Tensor:
-    return x.reshape(-1, x.shape[-1])
-
-
 class FlashSACLoss(SoftActorCriticLoss):
     """FlashSAC objective: a min-Q distributional critic, a min-Q actor and an entropy-targeting temperature.
 
@@ -381,20 +365,8 @@ class FlashSACLoss(SoftActorCriticLoss):
         super().__init__(actor, critic, target_entropy=target_entropy, gamma=gamma, tau=tau, alpha_init=alpha_init)
         self.reward_normalizer = reward_normalizer
 
-    def read_transition(self, tensordict: TensorDictBase) -> FlashTransition:
-        keys = self.tensor_keys
-        return FlashTransition(
-            observation=_flat(tensordict.get(keys.observation)),
-            critic_observation=_flat(tensordict.get(keys.critic_observation)),
-            action=_flat(tensordict.get(keys.action)),
-            reward=tensordict.get(keys.reward).reshape(-1),
-            terminated=tensordict.get(keys.terminated).reshape(-1),
-            next_observation=_flat(tensordict.get(keys.next_observation)),
-            next_critic_observation=_flat(tensordict.get(keys.next_critic_observation)),
-        )
-
     @torch.no_grad()
-    def target_distribution(self, transition: FlashTransition) -> Tensor:
+    def target_distribution(self, transition: Transition) -> Tensor:
         """Projected soft Bellman target (N, num_atoms), built from the min-Q target member of each sample."""
         next_action, next_log_prob = self.actor.sample(transition.next_observation)
         next_probs = self._target_critic(transition.next_critic_observation, next_action).float().softmax(-1)
@@ -410,15 +382,6 @@ class FlashSACLoss(SoftActorCriticLoss):
         atoms = reward.unsqueeze(-1) + self.gamma * continuation.unsqueeze(-1) * soft_support
         return project_distribution(atoms, chosen, self.critic.v_min, self.critic.v_max)
 
-    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
-        """Sum over members of the mean cross-entropy to the shared min-Q target."""
-        transition = self.read_transition(tensordict)
-        target = self.target_distribution(transition)
-        log_probs = self.critic(transition.critic_observation, transition.action).float().log_softmax(-1)
-        loss = -(target * log_probs).sum(-1).mean(-1).sum()
-        q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
-        return TensorDict(loss_critic=loss, q_mean=q_mean)
-
     def _frozen_critic(self, critic_obs: Tensor, action: Tensor) -> Tensor:
         # Detached parameters: the actor's gradient reaches the critic input only. BatchNorm buffers are cloned so
         # batches of policy actions do not leak into the online critic's running statistics.
@@ -428,8 +391,8 @@ class FlashSACLoss(SoftActorCriticLoss):
 
     def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
         """``mean(alpha * log pi - min_i E[Q_i])``; also returns the detached per-sample ``log_prob``."""
-        obs = _flat(tensordict.get(self.tensor_keys.observation))
-        critic_obs = _flat(tensordict.get(self.tensor_keys.critic_observation))
+        obs = flatten_batch(tensordict.get(self.tensor_keys.observation))
+        critic_obs = flatten_batch(tensordict.get(self.tensor_keys.critic_observation))
         action, log_prob = self.actor.sample(obs)
         q = self.critic.expected_q(self._frozen_critic(critic_obs, action)).min(0).values
         loss = (self.alpha * log_prob - q).mean()

@@ -82,7 +82,8 @@ class Transition(NamedTuple):
     next_critic_observation: Tensor
 
 
-def _flat_features(x: Tensor) -> Tensor:
+def flatten_batch(x: Tensor) -> Tensor:
+    """Features on the last axis, every leading (batch, time, ...) axis folded into one."""
     return x.reshape(-1, x.shape[-1])
 
 
@@ -144,8 +145,30 @@ class SoftActorCriticLoss(LossModule):
     def alpha(self) -> Tensor:
         return self.log_alpha.detach().exp()
 
-    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
+    def read_transition(self, tensordict: TensorDictBase) -> Transition:
+        """Pull a transition out of ``tensordict``, flattened to one leading dimension."""
+        keys = self.tensor_keys
+        return Transition(
+            observation=flatten_batch(tensordict.get(keys.observation)),
+            critic_observation=flatten_batch(tensordict.get(keys.critic_observation)),
+            action=flatten_batch(tensordict.get(keys.action)),
+            reward=tensordict.get(keys.reward).reshape(-1),
+            terminated=tensordict.get(keys.terminated).reshape(-1),
+            next_observation=flatten_batch(tensordict.get(keys.next_observation)),
+            next_critic_observation=flatten_batch(tensordict.get(keys.next_critic_observation)),
+        )
+
+    def target_distribution(self, transition: Transition) -> Tensor:
         raise NotImplementedError
+
+    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
+        """Sum over critic members of the mean cross-entropy to the projected target of ``target_distribution``."""
+        transition = self.read_transition(tensordict)
+        target = self.target_distribution(transition)
+        log_probs = self.critic(transition.critic_observation, transition.action).float().log_softmax(-1)
+        loss = -(target * log_probs).sum(-1).mean(-1).sum()
+        q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
+        return TensorDict(loss_critic=loss, q_mean=q_mean)
 
     def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
         raise NotImplementedError
@@ -207,16 +230,7 @@ class SACLoss(SoftActorCriticLoss):
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""
-        keys = self.tensor_keys
-        transition = Transition(
-            observation=_flat_features(tensordict.get(keys.observation)),
-            critic_observation=_flat_features(tensordict.get(keys.critic_observation)),
-            action=_flat_features(tensordict.get(keys.action)),
-            reward=tensordict.get(keys.reward).reshape(-1),
-            terminated=tensordict.get(keys.terminated).reshape(-1),
-            next_observation=_flat_features(tensordict.get(keys.next_observation)),
-            next_critic_observation=_flat_features(tensordict.get(keys.next_critic_observation)),
-        )
+        transition = super().read_transition(tensordict)
         return self._augment(transition) if self.symmetric else transition
 
     def _augment(self, transition: Transition) -> Transition:
@@ -233,8 +247,8 @@ class SACLoss(SoftActorCriticLoss):
         )
 
     def _policy_inputs(self, tensordict: TensorDictBase) -> tuple[Tensor, Tensor]:
-        obs = _flat_features(tensordict.get(self.tensor_keys.observation))
-        critic_obs = _flat_features(tensordict.get(self.tensor_keys.critic_observation))
+        obs = flatten_batch(tensordict.get(self.tensor_keys.observation))
+        critic_obs = flatten_batch(tensordict.get(self.tensor_keys.critic_observation))
         if self.symmetric:
             obs = torch.cat([obs, self.mirror("observation")(obs)])
             critic_obs = torch.cat([critic_obs, self.mirror("critic_observation")(critic_obs)])
@@ -249,15 +263,6 @@ class SACLoss(SoftActorCriticLoss):
         soft_support = self.critic.support - self.alpha * next_log_prob.unsqueeze(-1)
         atoms = transition.reward.float().unsqueeze(-1) + self.gamma * continuation.unsqueeze(-1) * soft_support
         return project_distribution(atoms, next_probs, self.critic.v_min, self.critic.v_max)
-
-    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
-        """Sum over members of the mean cross-entropy to the projected target."""
-        transition = self.read_transition(tensordict)
-        target = self.target_distribution(transition)
-        log_probs = self.critic(transition.critic_observation, transition.action).float().log_softmax(-1)
-        loss = -(target * log_probs).sum(-1).mean(-1).sum()
-        q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
-        return TensorDict(loss_critic=loss, q_mean=q_mean)
 
     def _frozen_critic(self, critic_obs: Tensor, action: Tensor) -> Tensor:
         # Detached parameters: the actor's gradient flows through the action only, never into the critic.

@@ -104,7 +104,8 @@ class OffPolicyTrainer:
         self._episodes = TensorDict(
             {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
         )
-        self._term_sums: TensorDict | None = None  # per-step mean of each reward term, summed over steps
+        self._term_names = list(env.task.rewards)
+        self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
         self._term_steps = 0
 
     @property
@@ -133,8 +134,8 @@ class OffPolicyTrainer:
         self._episodes["return"] += (self._episode_return * finished).sum()
         self._episodes["length"] += (transition["episode_length"].float() * finished).sum()
         self._episode_return *= 1.0 - finished
-        step_means = transition["reward_terms"].apply(lambda x: x.mean(), batch_size=[])
-        self._term_sums = step_means if self._term_sums is None else self._term_sums + step_means
+        terms = transition["reward_terms"]
+        self._term_sums += torch.stack([terms[name] for name in self._term_names]).mean(-1)
         self._term_steps += 1
 
     @property
@@ -173,13 +174,15 @@ class OffPolicyTrainer:
 
     def read_episodes(self) -> dict[str, float]:
         """Mean return and length of episodes finished, and mean reward terms per env step, since the last
-        read (syncs once)."""
+        read (reads the device: call at log points only)."""
         count, total_return, total_length = (float(v) for v in self._episodes.values())
         self._episodes.zero_()
         out = {}
-        if self._term_sums is not None:
-            out = {f"reward_{k}": float(v) / self._term_steps for k, v in self._term_sums.items()}
-            self._term_sums, self._term_steps = None, 0
+        if self._term_steps:
+            means = (self._term_sums / self._term_steps).tolist()
+            out = {f"reward_{name}": value for name, value in zip(self._term_names, means, strict=True)}
+            self._term_sums.zero_()
+            self._term_steps = 0
         if count > 0:
             out.update(episode_return=total_return / count, episode_length=total_length / count, episodes=count)
         return out

@@ -50,6 +50,16 @@ def test_fewer_iterations_than_window() -> None:
     assert meter.final_env_steps_per_sec() == pytest.approx(100 / 1.5)
 
 
+def test_phase_split_is_the_tail_mean_per_iteration() -> None:
+    meter = TailRateMeter(window=2)
+    meter.record(10, 9.0, {"collect": 4.0, "update": 5.0})  # falls out of the window
+    meter.record(10, 1.0, {"collect": 0.25, "update": 0.75})
+    meter.record(10, 3.0, {"collect": 0.75, "update": 2.25})
+    assert meter.tail_phase_seconds() == pytest.approx({"collect": 0.5, "update": 1.5})
+    meter.record(10, 1.0)  # an iteration without a split hides the phases rather than skewing them
+    assert meter.tail_phase_seconds() == {}
+
+
 def test_no_rate_before_any_record() -> None:
     meter = TailRateMeter()
     assert meter.tail_env_steps_per_sec() is None

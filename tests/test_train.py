@@ -42,6 +42,8 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert data["completed_iterations"] == 25
     assert data["tail_iteration_count"] == 20
     assert data["tail_env_steps_per_sec"] > 0
+    split = data["tail_seconds_per_iteration"]
+    assert set(split) == {"collect", "update"} and all(v > 0 for v in split.values())
     assert data["total_env_steps"] >= 25 * 4
     assert data["sim"] == sim and data["config"]["algo"]["num_envs"] == 4
     assert data["environment"]["versions"]["torch"] == torch.__version__

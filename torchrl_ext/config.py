@@ -37,6 +37,7 @@ class AlgoConfig:
     weight_decay: float = 1e-3
     seed: int = 1
     amp: bool = True
+    compile: bool = True  # torch.compile the env step and the losses before graph capture; CUDA only
     resume: str | None = None
     # FlashSAC only (TASKS.md 3.4)
     target_sigma: float = 0.15

@@ -28,14 +28,19 @@ class TailRateMeter:
             raise ValueError(f"window must be at least 1, got {window}")
         self.window = window
         self._tail: deque[tuple[int, float]] = deque(maxlen=window)
+        self._phases: deque[dict[str, float]] = deque(maxlen=window)
         self._completed = 0
         self._total_steps = 0
 
-    def record(self, env_steps: int, seconds: float) -> None:
-        """Add one completed training iteration; never call this for warm-up or other one-off phases."""
+    def record(self, env_steps: int, seconds: float, phases: dict[str, float] | None = None) -> None:
+        """Add one completed training iteration; never call this for warm-up or other one-off phases.
+
+        ``phases`` optionally splits the iteration's seconds by what it spent them on (env step, updates).
+        """
         steps = _checked_steps(env_steps)
         wall = _checked_seconds(seconds)
         self._tail.append((steps, wall))
+        self._phases.append(dict(phases or {}))
         self._completed += 1
         self._total_steps += steps
 
@@ -58,6 +63,13 @@ class TailRateMeter:
         steps = sum(step for step, _ in self._tail)
         seconds = math.fsum(wall for _, wall in self._tail)
         return steps / seconds
+
+    def tail_phase_seconds(self) -> dict[str, float]:
+        """Mean seconds per iteration of each phase over the window (phases every tail iteration reported)."""
+        if not self._phases:
+            return {}
+        names = set.intersection(*(set(p) for p in self._phases))
+        return {name: math.fsum(p[name] for p in self._phases) / len(self._phases) for name in sorted(names)}
 
     def final_env_steps_per_sec(self) -> float | None:
         """Rate of the last iteration alone; a diagnostic for spotting a slowdown the window would smooth over."""

@@ -196,6 +196,7 @@ class RunSummary:
     tail_iteration_count: int = 0
     tail_env_steps_per_sec: float | None = None
     final_env_steps_per_sec: float | None = None
+    tail_seconds_per_iteration: dict[str, float] = field(default_factory=dict)
     total_env_steps: int = 0
     training_wall_time_sec: float = 0.0
     start_time_utc: str = field(default_factory=utc_now_iso)
@@ -221,6 +222,7 @@ class RunSummary:
             "tail_iteration_count": meter.tail_iteration_count,
             "tail_env_steps_per_sec": meter.tail_env_steps_per_sec(),
             "final_env_steps_per_sec": meter.final_env_steps_per_sec(),
+            "tail_seconds_per_iteration": meter.tail_phase_seconds(),
         }
         clash = sorted(rates.keys() & fields.keys())
         if clash:

@@ -42,17 +42,19 @@ TRANSITION_KEYS = (
 
 @dataclass
 class IterationTimer:
-    """Wall time per completed iteration, resolved lazily so no iteration waits on the GPU.
+    """Wall time per completed iteration and its split, resolved lazily so no iteration waits on the GPU.
 
-    On CUDA an event is recorded at the end of each iteration; the time of iteration i is
-    the GPU-timeline gap between the ends of i-1 and i, read after a sync at a log point.
+    On CUDA an event is recorded when the env step (collection) ends and when the iteration ends; the time of
+    iteration i is the GPU-timeline gap between the ends of i-1 and i, read after a sync at a log point. The
+    ``collect`` share runs from the end of i-1 to the split mark, ``update`` from there to the end of i.
     """
 
     device: torch.device
 
     def __post_init__(self) -> None:
         self._last: torch.cuda.Event | float | None = None
-        self._pending: list[tuple[object, object]] = []
+        self._split: torch.cuda.Event | float | None = None
+        self._pending: list[tuple[object, object, object]] = []
 
     def _mark(self):
         if self.device.type == "cuda":
@@ -61,21 +63,29 @@ class IterationTimer:
             return event
         return time.perf_counter()
 
+    def _seconds(self, begin, end) -> float:
+        return begin.elapsed_time(end) / 1000.0 if self.device.type == "cuda" else end - begin
+
     def start(self) -> None:
         self._last = self._mark()
         self._pending.clear()
 
+    def split(self) -> None:
+        """Collection of this iteration is done; what follows until ``lap`` is the update."""
+        self._split = self._mark()
+
     def lap(self) -> None:
         mark = self._mark()
-        self._pending.append((self._last, mark))
+        self._pending.append((self._last, self._split, mark))
         self._last = mark
 
-    def drain(self) -> Iterator[float]:
-        """Seconds of each iteration since the last drain (syncs once on CUDA)."""
+    def drain(self) -> Iterator[tuple[float, dict[str, float]]]:
+        """Seconds of each iteration since the last drain, with its collect/update split (syncs once on CUDA)."""
         if self.device.type == "cuda" and self._pending:
-            self._pending[-1][1].synchronize()
-        for begin, end in self._pending:
-            yield begin.elapsed_time(end) / 1000.0 if self.device.type == "cuda" else end - begin
+            self._pending[-1][2].synchronize()
+        for begin, split, end in self._pending:
+            phases = {"collect": self._seconds(begin, split), "update": self._seconds(split, end)}
+            yield self._seconds(begin, end), phases
         self._pending.clear()
 
 
@@ -90,7 +100,9 @@ class OffPolicyTrainer:
         dev = self.device = env.device
         self.learner = LEARNERS[cfg.name](env, cfg)
         self.capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
-        self.runner = EnvRunner(env, self.learner.explore, seed=cfg.seed, capture=self.capture)
+        self.runner = EnvRunner(
+            env, self.learner.explore, seed=cfg.seed, capture=self.capture, compile=self.capture and cfg.compile
+        )
         self.capacity = cfg.replay_buffer_n * env.num_envs
         self._memory: TensorDict | None = None
         self.replay: ReplayBuffer | None = None

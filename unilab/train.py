@@ -117,6 +117,7 @@ def run(cfg: TrainConfig) -> RunSummary:
         first = True
         while trainer.iteration < cfg.algo.max_iterations:
             trainer.collect()
+            timer.split()
             metrics = trainer.update()
             trainer.iteration += 1
             if first:  # capture / first-update iteration: excluded from the tail rate
@@ -127,8 +128,8 @@ def run(cfg: TrainConfig) -> RunSummary:
             bar.update(1)
             last = trainer.iteration == cfg.algo.max_iterations
             if trainer.iteration % cfg.training.log_interval == 0 or last:
-                for seconds in timer.drain():
-                    meter.record(cfg.algo.num_envs, seconds)
+                for seconds, phases in timer.drain():
+                    meter.record(cfg.algo.num_envs, seconds, phases)
                 trainer.runner.check()
                 values = {k: float(v) for k, v in metrics.items()}
                 stats = trainer.read_episodes()
@@ -156,8 +157,8 @@ def run(cfg: TrainConfig) -> RunSummary:
         raise
     finally:
         bar.close()
-        for seconds in timer.drain():
-            meter.record(cfg.algo.num_envs, seconds)
+        for seconds, phases in timer.drain():
+            meter.record(cfg.algo.num_envs, seconds, phases)
         if status != "completed" and trainer.iteration > 0:
             last_checkpoint = save()
         writer.close()

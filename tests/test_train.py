@@ -136,6 +136,27 @@ def test_replay_samples_only_written_rows() -> None:
     assert trainer.filled == 32  # capped at replay_buffer_n * num_envs
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+def test_acting_policy_lags_the_update_block_by_one_iteration_only_with_overlap(overlap: bool) -> None:
+    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.tasks.registry import make_functional_env
+
+    small = ["algo.batch_size=16", "algo.replay_buffer_n=8", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]"]
+    cfg = compose_config(["sim=mujoco", "algo.num_envs=4", *small, f"algo.overlap_updates={overlap}"]).algo
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
+    actor, acting = trainer.learner.loss.actor, trainer.learner.acting
+    assert (acting is not actor) == overlap
+    while not trainer.ready:
+        trainer.collect()
+    trainer.update()
+    stale = [not torch.equal(a, b) for a, b in zip(acting.parameters(), actor.parameters(), strict=True)]
+    assert any(stale) == overlap  # the update block rewrote the actor, not the copy the env acts with
+    trainer.collect()  # acts with the pre-update weights, then refreshes the copy
+    assert all(
+        torch.equal(a, b) for a, b in zip(acting.state_dict().values(), actor.state_dict().values(), strict=True)
+    )
+
+
 @pytest.mark.gpu
 def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
     overrides = [

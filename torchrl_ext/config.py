@@ -38,6 +38,7 @@ class AlgoConfig:
     seed: int = 1
     amp: bool = True
     compile: bool = True  # torch.compile the env step and the losses before graph capture; CUDA only
+    overlap_updates: bool = True  # act with the pre-update weights so env step and updates overlap on CUDA
     resume: str | None = None
     # FlashSAC only (TASKS.md 3.4)
     target_sigma: float = 0.15

@@ -8,6 +8,7 @@ differs between SAC and FlashSAC. ``explore`` runs inside the captured env step 
 from __future__ import annotations
 
 import functools
+from copy import deepcopy
 
 import torch
 from tensordict import TensorDict
@@ -47,6 +48,8 @@ class Learner:
     def __init__(self, cfg: AlgoConfig, device: torch.device) -> None:
         self.cfg = cfg
         self.device = device
+        self.acting: nn.Module | None = None  # the actor ``explore`` runs; set by ``_set_acting``
+        self._acting_pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
         self.amp = cfg.amp and device.type == "cuda"
         # Inductor fuses the losses' elementwise tails (C51 projection, log-probs, LayerNorm/SiLU) into few kernels;
         # the whole update is then recorded as one CUDA graph, so fewer kernels is what buys time.
@@ -54,6 +57,24 @@ class Learner:
 
     def explore(self, obs: TensorDict) -> torch.Tensor:
         raise NotImplementedError
+
+    def _set_acting(self, actor: nn.Module, copy: bool) -> None:
+        """Act with ``actor`` itself, or with a copy that ``sync_acting`` refreshes, so an env step can run
+        concurrently with the update block that rewrites the actor."""
+        if not copy:
+            self.acting = actor
+            return
+        self.acting = deepcopy(actor).requires_grad_(False)
+        dst = [*self.acting.parameters(), *self.acting.buffers()]
+        src = [*actor.parameters(), *actor.buffers()]
+        self._acting_pairs = (dst, src)
+
+    @torch.no_grad()
+    def sync_acting(self) -> None:
+        """Copy the actor's weights and statistics into the acting copy (a no-op without one)."""
+        dst, src = self._acting_pairs
+        if dst:
+            torch._foreach_copy_(dst, src)
 
     def observe(self, data: TensorDict) -> None:
         """Statistics learned from collected data (normalisers), once per env step."""
@@ -116,7 +137,7 @@ class Learner:
 class SACLearner(Learner):
     """FastSAC (TASKS.md 3.2-3.3): LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
         super().__init__(cfg, env.device)
         obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
         actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
@@ -141,10 +162,11 @@ class SACLearner(Learner):
         self.optim = make_optimizers(self.loss, lr=cfg.lr, weight_decay=cfg.weight_decay)
         # With symmetry the loss doubles each minibatch with its mirror image.
         self.minibatch = cfg.batch_size // 2 if cfg.use_symmetry else cfg.batch_size
+        self._set_acting(self.loss.actor, acting_copy)
 
     @torch.no_grad()
     def explore(self, obs: TensorDict) -> torch.Tensor:
-        action, _ = self.loss.actor.sample(obs["policy"])
+        action, _ = self.acting.sample(obs["policy"])
         return action
 
     def observe(self, data: TensorDict) -> None:
@@ -156,7 +178,7 @@ class FlashSACLearner(Learner):
     """FlashSAC (TASKS.md 3.4): residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
         super().__init__(cfg, env.device)
         if cfg.use_symmetry or cfg.obs_normalization:
             raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
@@ -187,10 +209,11 @@ class FlashSACLearner(Learner):
         self.minibatch = cfg.batch_size
         self.noise = HeldNoise(env.num_envs, act_dim, cfg.noise_max_span, cfg.noise_zipf_mu).to(self.device)
         self._done = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
+        self._set_acting(self.loss.actor, acting_copy)
 
     @torch.no_grad()
     def explore(self, obs: TensorDict) -> torch.Tensor:
-        actor = self.loss.actor
+        actor = self.acting
         actor.eval()  # BatchNorm: act with running statistics, do not update them from rollouts
         noise = self.noise.step(self._done, torch.rand(self._done.shape[0], device=self.device))
         action, _ = actor.sample(obs["policy"], noise)

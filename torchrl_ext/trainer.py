@@ -1,27 +1,27 @@
 """Off-policy trainer over the functional env: one env step of every env, then the updates.
 
-Schedule (the same for every reported figure): iteration i steps all envs with the current
-policy (one captured graph on CUDA), appends the transitions to the replay buffer, then
-runs ``updates_per_step`` minibatch updates (critic every update, actor and temperature
-every ``policy_frequency``-th, Polyak after each) on a sample drawn once for the whole
-iteration. No policy lag: the env step of i+1 waits for the updates of i.
+Schedule (the same for every reported figure): iteration i steps all envs, appends the
+transitions to the replay buffer, then runs ``updates_per_step`` minibatch updates (critic
+every update, actor and temperature every ``policy_frequency``-th, Polyak after each) on a
+sample drawn once for the whole iteration. With ``algo.overlap_updates`` (the default) the
+env acts with the weights from before the latest update block, so on CUDA the env step of
+i+1 overlaps the updates of i; without it, the env step of i+1 waits for the updates of i.
 
-On CUDA the update block (sampling included) is recorded once as a CUDA graph and
-replayed; indices are drawn on device against a device-side buffer size, so nothing in
-an iteration reads back to the host. Episode and reward-term statistics accumulate on device
-until ``read_episodes`` (called at log points).
+On CUDA the env step, the replay write and the update block are each recorded once as a
+CUDA graph and replayed; the replay cursor, its size and the sample indices live on device,
+so nothing in an iteration reads back to the host. Episode and reward-term statistics
+accumulate on device until ``read_episodes`` (called at log points).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
-from torchrl.data import ReplayBuffer, TensorStorage
-from torchrl.data.replay_buffers.writers import RoundRobinWriter
+from torchrl.data import TensorStorage
 
 from torchrl_ext.config import AlgoConfig
 from torchrl_ext.learners import LEARNERS
@@ -90,7 +90,15 @@ class IterationTimer:
 
 
 class OffPolicyTrainer:
-    """Runs the loop for any learner of ``torchrl_ext.learners`` (``cfg.name``: sac, flashsac)."""
+    """Runs the loop for any learner of ``torchrl_ext.learners`` (``cfg.name``: sac, flashsac).
+
+    Each iteration is three steps: the env step (``runner``), ``record`` (replay write at a device-side cursor,
+    episode statistics, normalisers, acting-policy refresh) and ``update``. On CUDA each is one CUDA graph. With
+    ``cfg.overlap_updates`` the env step runs on its own stream, so the env step of iteration i+1 runs while the
+    updates of iteration i do; it acts with a copy of the actor refreshed at every ``record``, i.e. with the
+    weights from before the latest update block (a policy lag of one iteration). Everything that touches the
+    replay buffer stays on the learner stream, so sampling never races a write.
+    """
 
     def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
         if cfg.name not in LEARNERS:
@@ -98,20 +106,27 @@ class OffPolicyTrainer:
         self.env = env
         self.cfg = cfg
         dev = self.device = env.device
-        self.learner = LEARNERS[cfg.name](env, cfg)
+        self.learner = LEARNERS[cfg.name](env, cfg, acting_copy=cfg.overlap_updates)
         self.capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
         self.runner = EnvRunner(
             env, self.learner.explore, seed=cfg.seed, capture=self.capture, compile=self.capture and cfg.compile
         )
         self.capacity = cfg.replay_buffer_n * env.num_envs
-        self._memory: TensorDict | None = None
-        self.replay: ReplayBuffer | None = None
-        self.filled = 0
+        self._memory: TensorDict | None = None  # the rows; ``storage`` is TorchRL's view of them
+        self.storage: TensorStorage | None = None
+        self.filled = 0  # rows written, counted on the host from the schedule (the device holds its own copy)
         self._size = torch.zeros((), device=dev)
-        self._update_graph: torch.cuda.CUDAGraph | None = None
-        self._update_out: TensorDict | None = None
+        self._cursor = torch.zeros((), dtype=torch.long, device=dev)
+        self._rows = torch.arange(env.num_envs, device=dev)
+        self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
+        self._graph_out: dict[str, TensorDict | None] = {}
+        self._transition: TensorDict | None = None
+        overlap = self.capture and cfg.overlap_updates
+        self._env_stream = torch.cuda.Stream(dev) if overlap else None
+        self._stepped = torch.cuda.Event() if overlap else None
+        self._recorded = torch.cuda.Event() if overlap else None
         self.iteration = 0
-        self.env_steps = 0  # every transition collected, replay pre-fill included
+        self.env_steps = 0  # every transition recorded, replay pre-fill included
         self._episode_return = torch.zeros(env.num_envs, device=dev)
         self._episodes = TensorDict(
             {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
@@ -124,21 +139,57 @@ class OffPolicyTrainer:
     def loss(self):
         return self.learner.loss
 
+    def _replay(self, name: str, fn: Callable[[], TensorDict | None]) -> TensorDict | None:
+        """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
+        that later calls replay (on the current stream). Returns the first call's or the graph's output."""
+        if not self.capture:
+            return fn()
+        graph = self._graphs.get(name)
+        if graph is not None:
+            graph.replay()
+            return self._graph_out[name]
+        current = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):  # the warm-up call is this iteration's real work
+            out = fn()
+        current.wait_stream(side)
+        graph = self._graphs[name] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._graph_out[name] = fn()
+        return out
+
     # -- acting --------------------------------------------------------------------------
 
     def collect(self) -> None:
-        """One env step of every env into the replay buffer, plus running episode statistics."""
-        transition = self.runner.step()
+        """One env step of every env, recorded into the replay buffer with running episode statistics."""
+        if self._env_stream is None:
+            self._transition = self.runner.step()
+        else:
+            self._env_stream.wait_event(self._recorded)  # the step overwrites what the last record read
+            with torch.cuda.stream(self._env_stream):
+                self._transition = self.runner.step()  # the same static buffers at every replay
+                self._stepped.record()
+            torch.cuda.current_stream(self.device).wait_event(self._stepped)
+        self._replay("record", self._record)
+        if self._recorded is not None:
+            self._recorded.record()
         self.env_steps += self.env.num_envs
-        data = transition.select(*TRANSITION_KEYS)
-        if self.replay is None:
-            self._memory = data[0].expand(self.capacity).clone().zero_()
-            self.replay = ReplayBuffer(storage=TensorStorage(self._memory), writer=RoundRobinWriter(), batch_size=1)
-        self.replay.extend(data)
-        # A TensorStorage over preallocated memory reports itself full; count the rows written instead.
         self.filled = min(self.filled + self.env.num_envs, self.capacity)
-        self._size.fill_(self.filled)
+        self._term_steps += 1
+
+    def _record(self) -> None:
+        transition = self._transition
+        data = transition.select(*TRANSITION_KEYS)
+        if self.storage is None:
+            self._memory = data[0].expand(self.capacity).clone().zero_()
+            self.storage = TensorStorage(self._memory)
+        # A device-side cursor: TorchRL's writers keep theirs on the host and read the index back every write.
+        self.storage.set((self._cursor + self._rows) % self.capacity, data, set_cursor=False)
+        self._cursor.copy_((self._cursor + self.env.num_envs) % self.capacity)
+        self._size.copy_((self._size + self.env.num_envs).clamp(max=self.capacity))
         self.learner.observe(data)
+        self.learner.sync_acting()
         done = transition["next", "done"]
         self._episode_return += transition["next", "reward"]
         finished = done.float()
@@ -148,7 +199,6 @@ class OffPolicyTrainer:
         self._episode_return *= 1.0 - finished
         terms = transition["reward_terms"]
         self._term_sums += torch.stack([terms[name] for name in self._term_names]).mean(-1)
-        self._term_steps += 1
 
     @property
     def ready(self) -> bool:
@@ -166,21 +216,8 @@ class OffPolicyTrainer:
         return self.learner.update(self._memory[self.sample_indices(rows)])
 
     def update(self) -> TensorDict:
-        """``updates_per_step`` updates; the first call also records them as a CUDA graph."""
-        if not self.capture:
-            return self._update_block()
-        if self._update_graph is None:
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):  # this warm-up is the first iteration's real update
-                out = self._update_block()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            self._update_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self._update_graph):
-                self._update_out = self._update_block()
-            return out
-        self._update_graph.replay()
-        return self._update_out
+        """``updates_per_step`` updates; on CUDA the first call also records them as a CUDA graph."""
+        return self._replay("update", self._update_block)
 
     # -- host boundary -------------------------------------------------------------------
 
@@ -204,4 +241,11 @@ class OffPolicyTrainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state)
+        self.learner.sync_acting()
         self.iteration = int(state["iteration"])
+
+    def check(self) -> None:
+        """Host boundary (log points): raise on non-finite actions or physics buffer overflow."""
+        if self._env_stream is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self._env_stream)
+        self.runner.check()

@@ -130,7 +130,7 @@ def run(cfg: TrainConfig) -> RunSummary:
             if trainer.iteration % cfg.training.log_interval == 0 or last:
                 for seconds, phases in timer.drain():
                     meter.record(cfg.algo.num_envs, seconds, phases)
-                trainer.runner.check()
+                trainer.check()
                 values = {k: float(v) for k, v in metrics.items()}
                 stats = trainer.read_episodes()
                 if "episode_return" in stats:

@@ -80,6 +80,7 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     checkpoint = tmp_path / "run" / "model_10.pt"
     saved = torch.load(checkpoint, weights_only=False)
     assert saved["iteration"] == 10
+    assert saved["train_wall_time_sec"] > 0  # for time-to-threshold from evaluated checkpoints
     resumed_dir = tmp_path / "resumed"
     overrides = [*tiny(tmp_path, "mujoco", "algo.max_iterations=14", "training.export_onnx=false")]
     overrides = [o for o in overrides if not o.startswith("training.log_dir")]

@@ -322,6 +322,7 @@ def evaluate(
         "checkpoint": str(source) if checkpoint is not None else None,
         "onnx": str(source) if onnx is not None else None,
         "iteration": ckpt.get("iteration") if ckpt is not None else None,
+        "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
         "num_envs": num_envs,
         "seed": seed,
         "steps": int(data["active"].shape[0]),

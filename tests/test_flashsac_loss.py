@@ -172,14 +172,16 @@ def test_loss_method_projects_both_networks() -> None:
 
 
 class FixedLogits(nn.Module):
-    """Stands in for the target critic with prescribed per-member, per-sample logits."""
+    """Stands in for the target critic with prescribed per-member, per-sample logits for the next-state half of
+    the joint ``[current; next]`` batch it is given (the current half gets uniform logits)."""
 
     def __init__(self, logits: Tensor) -> None:
         super().__init__()
         self.logits = logits
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        return self.logits
+        assert obs.shape[0] == 2 * self.logits.shape[1]
+        return torch.cat([torch.zeros_like(self.logits), self.logits], dim=1)
 
 
 def test_min_q_target_picks_the_smaller_q_member_per_sample() -> None:
@@ -490,3 +492,18 @@ def test_bf16_autocast_keeps_distribution_math_in_float32() -> None:
         log_prob = loss.actor_loss(make_batch())["log_prob"]
     assert out["loss_critic"].dtype == torch.float32 and log_prob.dtype == torch.float32
     assert all(torch.isfinite(out[key]) for key in loss.out_keys)
+
+
+def test_actor_sees_the_critic_on_running_statistics() -> None:
+    """In training mode BatchNorm would standardise a batch of policy actions by its own statistics, hiding the
+    policy's spread from Q; the actor loss must score each sample on the critic's running statistics."""
+    loss = make_loss()
+    critic_obs, action = torch.randn(BATCH, CRITIC_OBS), torch.rand(BATCH, ACT) * 2 - 1
+    loss.critic(critic_obs * 3 + 1, action)  # move the running statistics away from their initial values
+    running = {k: v.clone() for k, v in loss.critic.named_buffers()}
+    whole = loss._frozen_critic(critic_obs, action)
+    half = loss._frozen_critic(critic_obs[: BATCH // 2], action[: BATCH // 2])
+    torch.testing.assert_close(whole[:, : BATCH // 2], half)  # per-sample, not batch-dependent
+    assert loss.critic.training
+    for name, value in loss.critic.named_buffers():
+        torch.testing.assert_close(value, running[name])

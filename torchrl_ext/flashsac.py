@@ -34,6 +34,9 @@ FLASH_LOG_STD_MIN = -10.0
 FLASH_LOG_STD_MAX = 2.0
 FLASH_MEAN_LIMIT = 10.0
 _ROW_NORM_EPS = 1e-8
+# Running statistics move slowly: acting and the actor's view of the critic use them, so they should average over
+# many minibatches rather than follow the last few (the FlashSAC reference uses 0.01 too).
+BN_MOMENTUM = 0.01
 
 
 def flashsac_target_entropy(action_dim: int, sigma: float = 0.15) -> float:
@@ -90,7 +93,7 @@ class ResidualBlock(nn.Module):
     def __init__(self, width: int, expansion: int = 4) -> None:
         super().__init__()
         self.expand = UnitNormLinear(width, expansion * width, bias=False)
-        self.norm = nn.BatchNorm1d(expansion * width)
+        self.norm = nn.BatchNorm1d(expansion * width, momentum=BN_MOMENTUM)
         self.contract = UnitNormLinear(expansion * width, width)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -111,21 +114,25 @@ class RMSNorm(nn.Module):
 
 
 class ResidualTrunk(nn.Module):
-    """Input projection to ``width``, ``num_blocks`` residual blocks, RMSNorm on the output features.
+    """BatchNorm on the raw input, projection to ``width``, ``num_blocks`` residual blocks, RMSNorm output.
 
-    Accepts any leading batch shape; BatchNorm needs a flat (N, w) batch, so the batch is flattened inside.
+    The input BatchNorm stands in for observation normalisation (FlashSAC runs without it): raw joint velocities
+    reach tens of rad/s while actions stay within +-1, and a unit-norm projection of unscaled inputs would let the
+    largest features drown the rest. Accepts any leading batch shape; BatchNorm needs a flat (N, w) batch, so the
+    batch is flattened inside.
     """
 
     def __init__(self, in_dim: int, width: int, num_blocks: int) -> None:
         super().__init__()
         self.width = width
-        self.project = UnitNormLinear(in_dim, width)
+        self.in_norm = nn.BatchNorm1d(in_dim, momentum=BN_MOMENTUM)
+        self.project = UnitNormLinear(in_dim, width, bias=False)
         self.blocks = nn.Sequential(*(ResidualBlock(width) for _ in range(num_blocks)))
         self.out_norm = RMSNorm(width)
 
     def forward(self, x: Tensor) -> Tensor:
         batch_shape = x.shape[:-1]
-        hidden = self.blocks(self.project(x.reshape(-1, x.shape[-1])))
+        hidden = self.blocks(self.project(self.in_norm(x.reshape(-1, x.shape[-1]))))
         # RMSNorm in the weight's dtype (float32): under bf16 autocast the output scale would otherwise round in bf16.
         features = self.out_norm(hidden.to(self.out_norm.weight.dtype))
         return features.reshape(*batch_shape, self.width)
@@ -346,9 +353,9 @@ class FlashSACLoss(SoftActorCriticLoss):
     ``reward_normalizer.normalize`` when one is given; the loss never updates its statistics, the collector side
     does (``RewardNormalizer.update``).
 
-    BatchNorm and the target critic: the target critic is a copy kept in whatever mode the loss is in; in training
-    mode it normalises with the statistics of the next-state batch it is given, as the online critic does for the
-    current batch. Polyak averaging touches parameters only; the target's running statistics are its own.
+    BatchNorm: the critic losses run online and target critic in training mode on one joint batch of current and
+    next samples (``critic_loss``); the actor loss and the next-action draw use running statistics. Polyak
+    averaging touches parameters only; the target's running statistics are its own.
     """
 
     def __init__(
@@ -365,11 +372,47 @@ class FlashSACLoss(SoftActorCriticLoss):
         super().__init__(actor, critic, target_entropy=target_entropy, gamma=gamma, tau=tau, alpha_init=alpha_init)
         self.reward_normalizer = reward_normalizer
 
-    @torch.no_grad()
+    def critic_loss(self, tensordict: TensorDictBase) -> TensorDict:
+        """Sum over critic members of the mean cross-entropy to the min-Q soft Bellman target.
+
+        Online and target critic both see the joint batch ``[(s, a); (s', a')]`` in training mode, and each keeps
+        its half: BatchNorm then normalises predictions and targets with the same statistics. Normalised
+        separately, an all-policy batch ``(s', a')`` would be re-centred on its own mean and the target could not
+        tell a wide policy from a narrow one.
+        """
+        t = self.read_transition(tensordict)
+        critic_obs, actions, next_log_prob = self._joint_batch(t)
+        target = self._target(critic_obs, actions, next_log_prob, t)
+        log_probs = self.critic(critic_obs, actions)[:, : t.action.shape[0]].float().log_softmax(-1)
+        loss = -(target * log_probs).sum(-1).mean(-1).sum()
+        q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
+        return TensorDict(loss_critic=loss, q_mean=q_mean)
+
     def target_distribution(self, transition: Transition) -> Tensor:
-        """Projected soft Bellman target (N, num_atoms), built from the min-Q target member of each sample."""
-        next_action, next_log_prob = self.actor.sample(transition.next_observation)
-        next_probs = self._target_critic(transition.next_critic_observation, next_action).float().softmax(-1)
+        """Projected soft Bellman target (N, num_atoms) of ``transition``, as ``critic_loss`` builds it."""
+        return self._target(*self._joint_batch(transition), transition)
+
+    @torch.no_grad()
+    def _joint_batch(self, t: Transition) -> tuple[Tensor, Tensor, Tensor]:
+        """``[s; s']`` critic observations, ``[a; a']`` actions (a' drawn by the actor) and log pi(a'|s')."""
+        next_action, next_log_prob = self._sample_eval(t.next_observation)
+        critic_obs = torch.cat([t.critic_observation, t.next_critic_observation])
+        return critic_obs, torch.cat([t.action, next_action]), next_log_prob
+
+    def _sample_eval(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """An action as the collector would draw it: the actor's BatchNorm on running statistics."""
+        self.actor.eval()
+        try:
+            return self.actor.sample(obs)
+        finally:
+            self.actor.train()
+
+    @torch.no_grad()
+    def _target(self, critic_obs: Tensor, actions: Tensor, next_log_prob: Tensor, transition: Transition) -> Tensor:
+        """Projected soft Bellman target (N, num_atoms) from the min-Q target member of each sample, the target
+        critic run on the joint batch (its second half is the next-state half)."""
+        n = next_log_prob.shape[0]
+        next_probs = self._target_critic(critic_obs, actions)[:, n:].float().softmax(-1)
         support = self.critic.support
         next_q = (next_probs * support).sum(-1)
         pick = next_q.argmin(0).view(1, -1, 1).expand(1, -1, next_probs.shape[-1])
@@ -383,11 +426,18 @@ class FlashSACLoss(SoftActorCriticLoss):
         return project_distribution(atoms, chosen, self.critic.v_min, self.critic.v_max)
 
     def _frozen_critic(self, critic_obs: Tensor, action: Tensor) -> Tensor:
-        # Detached parameters: the actor's gradient reaches the critic input only. BatchNorm buffers are cloned so
-        # batches of policy actions do not leak into the online critic's running statistics.
+        """The critic with detached parameters, in eval mode: the actor's gradient reaches the critic input only.
+
+        Eval mode matters: in training mode a batch of policy actions, which all share the policy's spread, is
+        standardised by its own statistics, so Q could not see what a wider or narrower policy costs and nothing
+        but the entropy bonus would act on the policy's standard deviation.
+        """
         params = {name: p.detach() for name, p in self.critic.named_parameters()}
-        buffers = {name: b.clone() for name, b in self.critic.named_buffers()}
-        return functional_call(self.critic, (params, buffers), (critic_obs, action))
+        self.critic.eval()
+        try:
+            return functional_call(self.critic, (params, dict(self.critic.named_buffers())), (critic_obs, action))
+        finally:
+            self.critic.train()
 
     def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
         """``mean(alpha * log pi - min_i E[Q_i])``; also returns the detached per-sample ``log_prob``."""

@@ -113,8 +113,8 @@ class Learner:
                 self._descend(opt.alpha, alpha["loss_alpha"])
                 out.update(loss_actor=actor["loss_actor"].detach(), entropy=actor["entropy"].detach())
                 out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
+            self.after_step()  # before Polyak, so the target averages projected weights
             loss.update_target()
-            self.after_step()
         return TensorDict(out, batch_size=[])
 
     @functools.cached_property

@@ -50,9 +50,12 @@ def project_distribution(atoms: Tensor, probs: Tensor, v_min: float, v_max: floa
     return projected
 
 
-@dataclass(frozen=True)
-class Mirror:
-    """Left-right reflection of a feature vector: ``out[..., i] = x[..., perm[i]] * sign[i]``."""
+class Mirror(NamedTuple):
+    """Left-right reflection of a feature vector: ``out[..., i] = x[..., perm[i]] * sign[i]``.
+
+    A NamedTuple rather than a frozen dataclass: the loss builds one inside compiled code, and dynamo (torch 2.11)
+    loses the fields of a frozen dataclass it constructs while tracing.
+    """
 
     perm: Tensor
     sign: Tensor

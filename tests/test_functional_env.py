@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -110,6 +113,22 @@ def test_step_traces_fullgraph_with_physics_as_an_opaque_op(sim: str) -> None:
     torch.testing.assert_close(got[0], state_e["sim", "qpos"])
     torch.testing.assert_close(got[1], state_e["obs", "policy"])
     torch.testing.assert_close(got[2], trans_e["next", "reward"])
+
+
+def test_compiled_runner_traces_its_first_step_in_a_fresh_process() -> None:
+    """A runner compiled from its first step must trace: tensordict resolves some implementations by an import on
+    first use, which dynamo refuses. A fresh process, because one eager clone anywhere in the session would make
+    this pass vacuously; ``aot_eager`` keeps it quick (tracing is what is checked, not code generation)."""
+    code = (
+        "import functools, torch\n"
+        "torch.compile = functools.partial(torch.compile, backend='aot_eager')\n"
+        "from unilab.envs.runner import EnvRunner\n"
+        "from unilab.tasks.registry import make_functional_env\n"
+        "env = make_functional_env('g1_walk_flat', sim='mujoco', num_envs=2)\n"
+        "runner = EnvRunner(env, lambda obs: torch.tanh(obs['policy'][:, :29]), compile=True, capture=False)\n"
+        "assert runner.step()['action'].shape == (2, 29)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
 
 
 def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:

@@ -46,8 +46,9 @@ class EnvRunner:
         self.state = env.reset(self.rng)
         self.action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
         self._fn = torch.compile(self._step_in_place, fullgraph=True) if compile else self._step_in_place
-        if compile and warmup_steps < 2:
-            raise ValueError(f"compile needs warmup_steps >= 2 (one eager, one compiling), got {warmup_steps}")
+        if compile:
+            # tensordict picks TensorDict.clone's implementation by an import on first use, which dynamo won't trace.
+            self.state["obs"].clone()
         can_capture = env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         if capture and not can_capture:
             raise ValueError(f"cannot capture a CUDA graph on {env.device} with the {env.sim.name} backend")
@@ -73,10 +74,8 @@ class EnvRunner:
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
-            # Loads kernels, compiles, fills allocator pools. The first step runs uncompiled: it resolves the
-            # implementations tensordict imports lazily on first use, an import dynamo (torch 2.11) will not trace.
-            for i in range(warmup_steps):
-                (self._step_in_place if i == 0 else self._fn)()
+            for _ in range(warmup_steps):  # loads kernels, compiles, fills allocator pools
+                self._fn()
         torch.cuda.current_stream(device).wait_stream(side)
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):

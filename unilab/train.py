@@ -131,7 +131,8 @@ def run(cfg: TrainConfig) -> RunSummary:
             bar.update(1)
             last = trainer.iteration == cfg.algo.max_iterations
             if trainer.iteration % cfg.training.log_interval == 0 or last:
-                for seconds, phases in timer.drain():
+                laps = list(timer.drain())
+                for seconds, phases in laps:
                     meter.record(cfg.algo.num_envs, seconds, phases)
                 trainer.check()
                 values = {k: float(v) for k, v in metrics.items()}
@@ -143,6 +144,10 @@ def run(cfg: TrainConfig) -> RunSummary:
                     **{f"loss/{k}": v for k, v in values.items()},
                     **{f"episode/{k}": v for k, v in stats.items()},
                 }
+                if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
+                    ms = sorted(1000 * seconds for seconds, _ in laps)
+                    scalars.update({"perf/iteration_ms_min": ms[0], "perf/iteration_ms_max": ms[-1]})
+                    scalars["perf/iteration_ms_median"] = ms[len(ms) // 2]
                 if rate is not None:
                     scalars["perf/tail_env_steps_per_sec"] = rate
                     bar.set_postfix(steps_per_s=f"{rate:,.0f}")

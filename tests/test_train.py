@@ -103,11 +103,16 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=ppo", "unknown algo 'ppo'"),
         ("training.play_seconds=0", "training.play_seconds must be > 0"),
+        ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
+        ("algo.no_such_key=1", "Could not override 'algo.no_such_key'"),
     ],
 )
-def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
         main([*tiny(tmp_path, "mujoco"), override])
+    assert exit_info.value.code == 2  # a usage error, reported in one line
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -207,7 +209,13 @@ def main(argv: list[str] | None = None) -> None:
     clashing = [o for o in overrides if o.split("=", 1)[0] in ("algo", "task", "sim")]
     if groups and clashing:
         parser.error(f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
-    cfg = compose_config(groups + overrides)
+    try:
+        cfg = compose_config(groups + overrides)
+    except OmegaConfBaseException as exc:  # a value of the wrong type: name the key, skip omegaconf's internals
+        first_line = str(exc).strip().splitlines()[0]
+        parser.error(f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)
+    except (ValueError, HydraException) as exc:  # unknown name, impossible value, bad override syntax
+        parser.error(str(exc).strip())
     summary = run(cfg)
     if summary.status != "completed":
         raise SystemExit(1)

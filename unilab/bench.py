@@ -1,14 +1,20 @@
 """Throughput benchmarks; each prints one JSON line per configuration.
 
-Diagnostic only: the end-to-end ``train`` run is the acceptance gate (DESIGN.md).
+``physics`` and ``env`` are diagnostics. ``train`` runs the canonical end-to-end workloads of DESIGN.md, the
+acceptance gate, each in a fresh process and repeated, and reports what each run's ``run_summary.json`` says.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -137,6 +143,78 @@ def bench_env(task: str, sim: str, num_envs: int, steps: int, device: str | None
     }
 
 
+# DESIGN.md "Canonical workloads": the runs whose tail rate is the acceptance metric.
+CANONICAL_WORKLOADS = {
+    "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
+    "flashsac": ["--algo", "flashsac", "--task", "g1_motion_tracking"],
+}
+CANONICAL_OVERRIDES = [
+    "algo.max_iterations=160",
+    "algo.num_envs=2048",
+    "training.no_play=true",
+    "training.export_onnx=false",
+]
+
+
+def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[str], log_root: Path) -> list[dict]:
+    """Each repeat runs every workload once (interleaved, so a drifting machine affects all alike), each in its
+    own process as a user would start it; ``overrides`` come after the canonical ones and win."""
+    rows = []
+    for repeat in range(repeats):
+        for name in workloads:
+            run_dir = log_root / f"{name}_{repeat}"
+            command = [
+                sys.executable,
+                "-c",
+                "from unilab.train import main; main()",
+                *CANONICAL_WORKLOADS[name],
+                "--sim",
+                sim,
+                *CANONICAL_OVERRIDES,
+                "training.progress=false",
+                f"training.log_dir={run_dir}",
+                *overrides,
+            ]
+            proc = subprocess.run(command, capture_output=True, text=True)
+            summary_path = run_dir / "run_summary.json"
+            summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+            row = {
+                "bench": "train",
+                "workload": name,
+                "repeat": repeat,
+                "returncode": proc.returncode,
+                "status": summary.get("status"),
+                "tail_env_steps_per_sec": summary.get("tail_env_steps_per_sec"),
+                "tail_seconds_per_iteration": summary.get("tail_seconds_per_iteration"),
+                "training_wall_time_sec": summary.get("training_wall_time_sec"),
+                "run_dir": str(run_dir),
+            }
+            if proc.returncode != 0:
+                row["stderr_tail"] = proc.stderr[-2000:]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def summarize_train(rows: list[dict]) -> list[dict]:
+    """Per workload: every run's tail rate and their median; a failed run counts as failed, not as zero."""
+    out = []
+    for name in dict.fromkeys(row["workload"] for row in rows):
+        runs = [row for row in rows if row["workload"] == name]
+        rates = [row["tail_env_steps_per_sec"] for row in runs if row["status"] == "completed"]
+        out.append(
+            {
+                "bench": "train_summary",
+                "workload": name,
+                "runs": len(runs),
+                "failed": len(runs) - len(rates),
+                "tail_env_steps_per_sec": [round(rate) for rate in rates],
+                "median": round(statistics.median(rates)) if rates else None,
+            }
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
@@ -156,8 +234,24 @@ def main(argv: list[str] | None = None) -> None:
     env.add_argument("--steps", type=int, default=200)
     env.add_argument("--device", default=None)
     env.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+    train = sub.add_parser("train", help="the canonical `train` runs of DESIGN.md, repeated; their tail rates")
+    train.add_argument("--workloads", default="sac,flashsac", help=f"comma-separated: {', '.join(CANONICAL_WORKLOADS)}")
+    train.add_argument("--repeats", type=int, default=3)
+    train.add_argument("--sim", choices=BACKENDS, default=None)
+    train.add_argument("--log-root", type=Path, default=None, help="run directories (default: a temporary one)")
+    train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
     args = parser.parse_args(argv)
     sim = args.sim or default_backend()
+    if args.bench == "train":
+        workloads = args.workloads.split(",")
+        unknown = [w for w in workloads if w not in CANONICAL_WORKLOADS]
+        if unknown or args.repeats < 1:
+            parser.error(f"unknown workloads {unknown}" if unknown else f"--repeats must be >= 1, got {args.repeats}")
+        log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
+        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root)
+        for row in summarize_train(rows):
+            print(json.dumps(row), flush=True)
+        return
     sizes = [int(x) for x in args.num_envs.split(",")]
     if args.bench == "env":
         for n in sizes:

@@ -1,0 +1,34 @@
+"""``unilab bench train``: the canonical runs in fresh processes, reported from their run_summary.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from unilab import bench
+
+TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
+TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
+
+
+def test_train_bench_reports_every_run_and_counts_failures(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    bench.main(["train", "--workloads", "sac", "--repeats", "1", "--sim", "mujoco", "--log-root", str(tmp_path), *TINY])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    run, summary = lines
+    assert run["status"] == "completed" and run["returncode"] == 0
+    assert run["tail_env_steps_per_sec"] > 0 and set(run["tail_seconds_per_iteration"]) == {"collect", "update"}
+    recorded = json.loads((tmp_path / "sac_0" / "run_summary.json").read_text())
+    assert recorded["config"]["algo"]["max_iterations"] == 22  # the caller's overrides win over the canonical ones
+    assert summary["median"] == round(run["tail_env_steps_per_sec"]) and summary["failed"] == 0
+
+    rows = [dict(run, status="failed", tail_env_steps_per_sec=None), run]
+    failed = bench.summarize_train(rows)[0]
+    assert failed["runs"] == 2 and failed["failed"] == 1 and failed["tail_env_steps_per_sec"] == [summary["median"]]
+
+
+def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["train", "--workloads", "ppo"])
+    assert "unknown workloads ['ppo']" in capsys.readouterr().err

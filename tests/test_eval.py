@@ -137,6 +137,22 @@ def test_tracking_rollout_scores_every_env_once() -> None:
     assert all(math.isfinite(m[k]) for k in ("body_pos_error", "anchor_ori_error", "joint_pos_error"))
 
 
+@pytest.mark.gpu
+def test_captured_eval_rollout_matches_eager_on_cuda() -> None:
+    env = make_functional_env(
+        "g1_walk_flat", sim="mjwarp", num_envs=64, device="cuda", obs_noise=False, episode_length_s=0.5
+    )
+    weights = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda") * 0.05
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(obs @ weights)
+
+    eager = score(env, rollout(env, policy, seed=3, capture=False))
+    captured = score(env, rollout(env, policy, seed=3, capture=True))
+    for key, value in eager.items():  # reset clears warm-starts, so only float reordering may differ
+        assert captured[key] == pytest.approx(value, rel=1e-3, abs=1e-3), key
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("eval") / "run"

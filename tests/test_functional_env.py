@@ -131,6 +131,20 @@ def test_compiled_runner_traces_its_first_step_in_a_fresh_process() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
 
 
+def test_runner_reset_rewinds_to_the_seeded_start(short_env) -> None:
+    def policy(obs):
+        return torch.tanh(obs["policy"][:, :29])
+
+    fresh = EnvRunner(short_env, policy=policy, seed=4)
+    expected = [fresh.step()["next", "policy"].clone() for _ in range(3)]
+    runner = EnvRunner(short_env, policy=policy, seed=9)
+    for _ in range(5):  # somewhere else entirely, episodes ended and restarted
+        runner.step()
+    runner.reset(4)
+    for want in expected:
+        torch.testing.assert_close(runner.step()["next", "policy"], want)
+
+
 def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
     runner = EnvRunner(short_env, policy=lambda obs: torch.tanh(obs["policy"][:, :29]), seed=0)
     first_obs = runner.state["obs", "policy"].clone()

@@ -24,8 +24,8 @@ from tensordict import TensorDict
 
 from torchrl_ext.run_dir import write_json_atomic
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import EnvRunner
 from unilab.mdp import tracking
-from unilab.mdp.rng import advance, make_rng
 from unilab.tasks.registry import list_tasks, make_functional_env
 
 SUMMARY_NAME = "eval_summary.json"
@@ -156,31 +156,31 @@ def is_tracking(env: FunctionalEnv) -> bool:
 
 
 @torch.no_grad()
-def rollout(env: FunctionalEnv, policy, seed: int) -> dict[str, Any]:
+def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dict[str, Any]:
     """One first episode per env; returns stacked readings, the active mask and each env's ending.
 
     Runs ``ctx.max_episode_steps`` steps so every env reaches at least its time-out; steps after an env's first
-    episode ended are masked out rather than stopped, keeping the batch shape fixed.
+    episode ended are masked out rather than stopped, keeping the batch shape fixed. ``capture`` records the
+    step with the policy as one CUDA graph (torch policies on CUDA only), then rewinds to the seeded start.
     """
     n, dev = env.num_envs, env.device
     read = tracking_readings if is_tracking(env) else walk_readings
-    rng = make_rng(seed, dev)
-    state = env.reset(rng)
+    runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed, capture=capture)
+    if capture:
+        runner.reset(seed)  # the capture's warm-up stepped the envs
     running = torch.ones(n, dtype=torch.bool, device=dev)
     failed = torch.zeros(n, dtype=torch.bool, device=dev)
     length = torch.full((n,), env.ctx.max_episode_steps, dtype=torch.int64, device=dev)
     steps: list[dict[str, torch.Tensor]] = []
     actives: list[torch.Tensor] = []
     for _ in range(env.ctx.max_episode_steps):
-        rng = advance(rng)
-        action = policy(state["obs", "policy"])
-        state, transition = env.step(state, action, rng)
+        transition = runner.step()
         done = transition["next", "done"]
         ending = running & done
         failed |= ending & transition["next", "terminated"]
         length = torch.where(ending, transition["episode_length"], length)
         actives.append(running & ~done)
-        steps.append(read(env, state))
+        steps.append(read(env, runner.state))
         running = running & ~done
         if not running.any():
             break
@@ -313,7 +313,9 @@ def evaluate(
         overrides["episode_length_s"] = float(episodes_s)
     env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
-    data = rollout(env, policy, seed)
+    # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
+    capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
+    data = rollout(env, policy, seed, capture=capture)
     source = Path(checkpoint if checkpoint is not None else onnx).resolve()
     result = {
         **score(env, data),

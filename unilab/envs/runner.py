@@ -81,6 +81,15 @@ class EnvRunner:
         with torch.cuda.graph(self._graph):
             self._out = self._fn()
 
+    def reset(self, seed: int) -> None:
+        """Back to the state a new runner with ``seed`` starts from, in place, so a captured graph stays valid.
+
+        Physics buffers are rewritten in place by the env's reset; the rest of the state is copied over.
+        """
+        self.rng.copy_(make_rng(seed, self.env.device))
+        fresh = self.env.reset(self.rng)
+        self.state.exclude("sim").update_(fresh.exclude("sim"))
+
     def step(self) -> TensorDict:
         """Advance every env by one control step; returns the transition (static buffers on CUDA)."""
         if self._graph is None:

@@ -139,7 +139,7 @@ class OffPolicyTrainer:
     def loss(self):
         return self.learner.loss
 
-    def _replay(self, name: str, fn: Callable[[], TensorDict | None]) -> TensorDict | None:
+    def _graphed(self, name: str, fn: Callable[[], TensorDict | None]) -> TensorDict | None:
         """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
         that later calls replay (on the current stream). Returns the first call's or the graph's output."""
         if not self.capture:
@@ -171,7 +171,7 @@ class OffPolicyTrainer:
                 self._transition = self.runner.step()  # the same static buffers at every replay
                 self._stepped.record()
             torch.cuda.current_stream(self.device).wait_event(self._stepped)
-        self._replay("record", self._record)
+        self._graphed("record", self._record)
         if self._recorded is not None:
             self._recorded.record()
         self.env_steps += self.env.num_envs
@@ -217,7 +217,7 @@ class OffPolicyTrainer:
 
     def update(self) -> TensorDict:
         """``updates_per_step`` updates; on CUDA the first call also records them as a CUDA graph."""
-        return self._replay("update", self._update_block)
+        return self._graphed("update", self._update_block)
 
     # -- host boundary -------------------------------------------------------------------
 

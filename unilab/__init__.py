@@ -3,14 +3,27 @@
 import ctypes.util
 import os
 import sys
+from collections.abc import Callable
 
-if sys.platform.startswith("linux") and not os.environ.get("DISPLAY") and ctypes.util.find_library("EGL"):
-    # Headless Linux with an EGL library (Mesa on CPU machines, the NVIDIA driver on GPU ones): GLFW cannot open a
-    # window, EGL renders offscreen. Must happen before mujoco is first imported, which is why it sits here.
-    os.environ.setdefault("MUJOCO_GL", "egl")
+
+def headless_gl(platform: str, display: str | None, find_library: Callable[[str], str | None]) -> str | None:
+    """MuJoCo's offscreen GL backend for a machine without a display: EGL where a library provides it (the NVIDIA
+    driver on GPU machines, Mesa on most CPU ones), else OSMesa (software); None where a window system can serve."""
+    if not platform.startswith("linux") or display:
+        return None
+    for backend, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
+        if find_library(library):
+            return backend
+    return None
+
+
+# Must happen before mujoco is first imported (torchrl imports it too), which is why it sits here.
+_gl = headless_gl(sys.platform, os.environ.get("DISPLAY"), ctypes.util.find_library)
+if _gl is not None:
+    os.environ.setdefault("MUJOCO_GL", _gl)
 
 __version__ = "0.1.0"
 
-from unilab.tasks.registry import list_tasks, make_env
+from unilab.tasks.registry import list_tasks, make_env  # noqa: E402  (after the GL choice, on purpose)
 
 __all__ = ["list_tasks", "make_env"]

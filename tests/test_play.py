@@ -134,3 +134,19 @@ def test_plot_curves_cli_names_the_missing_run(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path)])
     assert "no TensorBoard event files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("platform", "display", "libraries", "expected"),
+    [
+        ("linux", None, {"EGL", "OSMesa"}, "egl"),  # a GPU driver or Mesa's EGL
+        ("linux", None, {"OSMesa"}, "osmesa"),  # a CPU machine with only the software rasteriser
+        ("linux", None, set(), None),
+        ("linux", ":0", {"EGL"}, None),  # a desktop: MuJoCo's default (GLFW) works
+        ("darwin", None, {"EGL"}, None),
+    ],
+)
+def test_headless_gl_backend_choice(platform: str, display: str | None, libraries: set, expected: str | None) -> None:
+    from unilab import headless_gl
+
+    assert headless_gl(platform, display, lambda name: f"lib{name}.so" if name in libraries else None) == expected

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from unilab.eval import (
+    SERIES_NAME,
     SUMMARY_NAME,
     main,
+    meets_thresholds,
     quat_angle,
     rollout,
     score,
@@ -27,6 +29,7 @@ T, N = 5, 3
 TINY = [
     "sim=mujoco",
     "algo.max_iterations=3",
+    "algo.save_interval=2",
     "training.export_onnx=true",
     "training.progress=false",
     "training.no_play=true",
@@ -186,6 +189,29 @@ def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> N
     assert result["task"] == "g1_motion_tracking" and (run_dir / SUMMARY_NAME).is_file()
     assert 0.0 <= result["survival_rate"] <= 1.0 and 0.0 <= result["anchor_ori_error"] <= math.pi
     assert all(math.isfinite(result[k]) for k in ("body_pos_error", "anchor_pos_error", "joint_pos_error"))
+
+
+def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run: Path, tmp_path: Path) -> None:
+    checkpoints = [str(tiny_run / name) for name in ("model_3.pt", "model_2.pt")]  # any order
+    series = main(["--checkpoint", *checkpoints, "--num-envs", "2", "--episode-s", "0.1", "--out", str(tmp_path)])
+    assert [r["iteration"] for r in series["results"]] == [2, 3]
+    assert all(r["train_wall_time_sec"] > 0 for r in series["results"])
+    assert (tmp_path / "eval_summary_model_2.json").is_file() and (tmp_path / "eval_summary_model_3.json").is_file()
+    saved = json.loads((tmp_path / SERIES_NAME).read_text())
+    assert saved["thresholds"] == {"fall_rate": ["<=", 0.05], "lin_vel_error": ["<=", 0.25]}
+    passing = [r for r in saved["results"] if r["meets_thresholds"]]
+    expected = None if not passing else passing[0]["iteration"]
+    assert (saved["first_meeting_thresholds"] or {}).get("iteration") == expected
+
+
+def test_thresholds_are_issue_6s_bounds() -> None:
+    walk = {"fall_rate": 0.05, "lin_vel_error": 0.25}
+    assert meets_thresholds("g1_walk_flat", walk)
+    assert not meets_thresholds("g1_walk_flat", {**walk, "fall_rate": 0.06})
+    track = {"survival_rate": 0.9, "body_pos_error": 0.1}
+    assert meets_thresholds("g1_motion_tracking", track)
+    assert not meets_thresholds("g1_motion_tracking", {**track, "body_pos_error": 0.11})
+    assert meets_thresholds("some_other_task", walk) is None
 
 
 def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:

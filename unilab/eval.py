@@ -29,6 +29,12 @@ from unilab.mdp import tracking
 from unilab.tasks.registry import list_tasks, make_functional_env
 
 SUMMARY_NAME = "eval_summary.json"
+SERIES_NAME = "eval_series.json"
+# Issue 6's acceptance thresholds per task: metric -> (comparison, bound).
+THRESHOLDS: dict[str, dict[str, tuple[str, float]]] = {
+    "g1_walk_flat": {"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)},
+    "g1_motion_tracking": {"survival_rate": (">=", 0.90), "body_pos_error": ("<=", 0.10)},
+}
 LINVEL_SENSOR, GYRO_SENSOR = "pelvis_local_linvel", "torso_gyro"
 TRACKING_REWARD = "motion_body_pos"  # its params carry the device-placed motion, anchor and tracked bodies
 
@@ -302,8 +308,9 @@ def evaluate(
     device: str = "cpu",
     episodes_s: float | None = None,
     out: Path | None = None,
+    summary_name: str = SUMMARY_NAME,
 ) -> dict[str, Any]:
-    """Score a policy on ``num_envs`` seeded first episodes and write ``eval_summary.json``.
+    """Score a policy on ``num_envs`` seeded first episodes and write ``summary_name`` (``eval_summary.json``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set.
@@ -331,10 +338,41 @@ def evaluate(
         "episode_length_s": env.task.episode_length_s,
         "control_dt": env.ctx.dt,
     }
-    target = (Path(out) if out is not None else source.parent) / SUMMARY_NAME
+    result["meets_thresholds"] = meets_thresholds(task, result)
+    target = (Path(out) if out is not None else source.parent) / summary_name
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
+
+
+def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
+    """Whether ``result`` passes issue 6's bounds for ``task`` (None for a task without bounds)."""
+    bounds = THRESHOLDS.get(task)
+    if bounds is None:
+        return None
+    passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
+    return all(passes[op](result[metric], bound) for metric, (op, bound) in bounds.items())
+
+
+def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
+    time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``."""
+    ordered = sorted(checkpoints, key=lambda path: load_checkpoint(Path(path)).get("iteration", 0))
+    results = [
+        evaluate(path, None, out=out, summary_name=f"eval_summary_{Path(path).stem}.json", **kwargs) for path in ordered
+    ]
+    first = next((r for r in results if r["meets_thresholds"]), None)
+    series = {
+        "thresholds": THRESHOLDS.get(results[0]["task"]),
+        "results": results,
+        "first_meeting_thresholds": None
+        if first is None
+        else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec")},
+    }
+    target = (Path(out) if out is not None else Path(checkpoints[0]).resolve().parent) / SERIES_NAME
+    write_json_atomic(target, series)
+    series["summary_path"] = str(target)
+    return series
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -348,7 +386,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Console command ``unilab eval``."""
     parser = argparse.ArgumentParser(prog="unilab eval", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", type=Path, help="model_<it>.pt written by train")
+    source.add_argument(
+        "--checkpoint",
+        type=Path,
+        nargs="+",
+        help="model_<it>.pt written by train; several: a series (eval_series.json)",
+    )
     source.add_argument("--onnx", type=Path, help="policy.onnx written by train (run on onnxruntime's CPU provider)")
     parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default: the run's task)")
     parser.add_argument("--sim", default="mujoco", choices=("mujoco", "mjwarp"))
@@ -363,10 +406,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.episode_s is not None and args.episode_s <= 0:
         parser.error(f"--episode-s must be > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")
+    common = {"sim": args.sim, "num_envs": args.num_envs, "seed": args.seed, "device": device}
+    common["episodes_s"] = args.episode_s
     try:
-        result = evaluate(
-            args.checkpoint, args.onnx, args.task, args.sim, args.num_envs, args.seed, device, args.episode_s, args.out
-        )
+        if args.checkpoint is not None and len(args.checkpoint) > 1:
+            series = evaluate_series(args.checkpoint, out=args.out, task=args.task, **common)
+            for result in series["results"]:
+                wall = result["train_wall_time_sec"]
+                print(f"iteration {result['iteration']}, {wall if wall is None else round(wall)} s of training:")
+                print(format_table(result))
+            print(f"first meeting the thresholds: {series['first_meeting_thresholds']}")
+            print(f"summary: {series['summary_path']}")
+            return series
+        checkpoint = args.checkpoint[0] if args.checkpoint is not None else None
+        result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, **common)
     except EvalError as exc:
         parser.error(str(exc))
     print(format_table(result))

@@ -105,6 +105,7 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
         ("training.play_seconds=0", "training.play_seconds must be > 0"),
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
         ("algo.no_such_key=1", "Could not override 'algo.no_such_key'"),
+        ("training.device=tpu", "training.device='tpu' is not a torch device"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
@@ -113,6 +114,14 @@ def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, 
     assert exit_info.value.code == 2  # a usage error, reported in one line
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_cuda_device_without_cuda_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([*tiny(tmp_path, "mjwarp"), "training.device=cuda"])
+    assert "training.device=cuda but CUDA is not available on this machine" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

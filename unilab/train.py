@@ -59,10 +59,23 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     return cfg
 
 
+def resolve_device(cfg: TrainConfig) -> str:
+    """``training.device``, else cuda for mjwarp when CUDA is available, else cpu; a CUDA device this machine
+    lacks is refused here, before any work, rather than by an assertion deep inside torch."""
+    device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"training.device={device} but CUDA is not available on this machine")
+    return device
+
+
 def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
     launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
-    device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
+    device = resolve_device(cfg)
     task_args = {"motion_file": cfg.task.motion_file} if cfg.task.motion_file else {}
     env = make_functional_env(
         cfg.task.name,
@@ -211,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
     try:
         cfg = compose_config(groups + overrides)
+        resolve_device(cfg)
     except OmegaConfBaseException as exc:  # a value of the wrong type: name the key, skip omegaconf's internals
         first_line = str(exc).strip().splitlines()[0]
         parser.error(f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)

@@ -357,10 +357,11 @@ def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
 def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``."""
-    ordered = sorted(checkpoints, key=lambda path: load_checkpoint(Path(path)).get("iteration", 0))
     results = [
-        evaluate(path, None, out=out, summary_name=f"eval_summary_{Path(path).stem}.json", **kwargs) for path in ordered
+        evaluate(path, None, out=out, summary_name=f"eval_summary_{Path(path).stem}.json", **kwargs)
+        for path in checkpoints
     ]
+    results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
     first = next((r for r in results if r["meets_thresholds"]), None)
     series = {
         "thresholds": THRESHOLDS.get(results[0]["task"]),
@@ -406,8 +407,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.episode_s is not None and args.episode_s <= 0:
         parser.error(f"--episode-s must be > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")
-    common = {"sim": args.sim, "num_envs": args.num_envs, "seed": args.seed, "device": device}
-    common["episodes_s"] = args.episode_s
+    common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     try:
         if args.checkpoint is not None and len(args.checkpoint) > 1:
             series = evaluate_series(args.checkpoint, out=args.out, task=args.task, **common)

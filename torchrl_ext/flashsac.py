@@ -384,9 +384,7 @@ class FlashSACLoss(SoftActorCriticLoss):
         critic_obs, actions, next_log_prob = self._joint_batch(t)
         target = self._target(critic_obs, actions, next_log_prob, t)
         log_probs = self.critic(critic_obs, actions)[:, : t.action.shape[0]].float().log_softmax(-1)
-        loss = -(target * log_probs).sum(-1).mean(-1).sum()
-        q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
-        return TensorDict(loss_critic=loss, q_mean=q_mean)
+        return self._cross_entropy(target, log_probs)
 
     def target_distribution(self, transition: Transition) -> Tensor:
         """Projected soft Bellman target (N, num_atoms) of ``transition``, as ``critic_loss`` builds it."""

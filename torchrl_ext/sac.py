@@ -168,7 +168,12 @@ class SoftActorCriticLoss(LossModule):
         """Sum over critic members of the mean cross-entropy to the projected target of ``target_distribution``."""
         transition = self.read_transition(tensordict)
         target = self.target_distribution(transition)
-        log_probs = self.critic(transition.critic_observation, transition.action).float().log_softmax(-1)
+        logits = self.critic(transition.critic_observation, transition.action)
+        return self._cross_entropy(target, logits.float().log_softmax(-1))
+
+    def _cross_entropy(self, target: Tensor, log_probs: Tensor) -> TensorDict:
+        """Critic loss from per-member log-probabilities (members, N, atoms): the members' mean cross-entropies to
+        ``target`` (N, atoms), summed; and the mean predicted Q for logging."""
         loss = -(target * log_probs).sum(-1).mean(-1).sum()
         q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
         return TensorDict(loss_critic=loss, q_mean=q_mean)

@@ -172,6 +172,34 @@ def test_acting_policy_lags_the_update_block_by_one_iteration_only_with_overlap(
     )
 
 
+def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> None:
+    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.envs.runner import NonFiniteActionError
+    from unilab.tasks.registry import make_functional_env
+
+    small = ["algo.batch_size=16", "algo.replay_buffer_n=8", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]"]
+    cfg = compose_config(["sim=mujoco", "algo.num_envs=4", *small]).algo
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
+    while not trainer.ready:
+        trainer.collect()
+    metrics = trainer.update()
+    expected_metrics = {key: float(value) for key, value in metrics.items()}
+    expected_terms = (trainer._term_sums / trainer._term_steps).tolist()
+    point = trainer.log_point(metrics, [])
+    for _ in range(3):  # queued after the point: new sums, new losses, and a bad action
+        trainer.collect()
+        metrics = trainer.update()
+    trainer.runner.state["task", "nonfinite_actions"] += 2
+    later = trainer.log_point(metrics, [])
+
+    losses, stats = trainer.report(point)
+    assert losses == pytest.approx(expected_metrics) and losses != {k: float(v) for k, v in metrics.items()}
+    terms = [stats[f"reward_{name}"] for name in trainer.env.task.rewards]
+    assert terms == pytest.approx(expected_terms)
+    with pytest.raises(NonFiniteActionError, match="2 env-step rows"):
+        trainer.report(later)
+
+
 @pytest.mark.gpu
 def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
     overrides = [

@@ -10,13 +10,13 @@ i+1 overlaps the updates of i; without it, the env step of i+1 waits for the upd
 On CUDA the env step, the replay write and the update block are each recorded once as a
 CUDA graph and replayed; the replay cursor, its size and the sample indices live on device,
 so nothing in an iteration reads back to the host. Episode and reward-term statistics
-accumulate on device until ``read_episodes`` (called at log points).
+accumulate on device; ``log_point`` queues copies of them and ``report`` reads those once later work is queued.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +28,7 @@ from torchrl_ext.learners import LEARNERS
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
+HEALTH = ("health/nonfinite_actions", "health/contact_overflows", "health/constraint_overflows")
 TRANSITION_KEYS = (
     "policy",
     "critic",
@@ -40,13 +41,16 @@ TRANSITION_KEYS = (
 )
 
 
+Lap = tuple[object, object, object]  # (end of the previous iteration, end of collection, end of this one)
+
+
 @dataclass
 class IterationTimer:
     """Wall time per completed iteration and its split, resolved lazily so no iteration waits on the GPU.
 
     On CUDA an event is recorded when the env step (collection) ends and when the iteration ends; the time of
-    iteration i is the GPU-timeline gap between the ends of i-1 and i, read after a sync at a log point. The
-    ``collect`` share runs from the end of i-1 to the split mark, ``update`` from there to the end of i.
+    iteration i is the GPU-timeline gap between the ends of i-1 and i, so host stalls that leave the GPU idle
+    count. The ``collect`` share runs from the end of i-1 to the split mark, ``update`` from there to the end.
     """
 
     device: torch.device
@@ -54,7 +58,7 @@ class IterationTimer:
     def __post_init__(self) -> None:
         self._last: torch.cuda.Event | float | None = None
         self._split: torch.cuda.Event | float | None = None
-        self._pending: list[tuple[object, object, object]] = []
+        self._pending: list[Lap] = []
 
     def _mark(self):
         if self.device.type == "cuda":
@@ -79,14 +83,45 @@ class IterationTimer:
         self._pending.append((self._last, self._split, mark))
         self._last = mark
 
-    def drain(self) -> Iterator[tuple[float, dict[str, float]]]:
-        """Seconds of each iteration since the last drain, with its collect/update split (syncs once on CUDA)."""
-        if self.device.type == "cuda" and self._pending:
-            self._pending[-1][2].synchronize()
-        for begin, split, end in self._pending:
-            phases = {"collect": self._seconds(begin, split), "update": self._seconds(split, end)}
-            yield self._seconds(begin, end), phases
-        self._pending.clear()
+    def take(self) -> list[Lap]:
+        """The iterations lapped since the last take, not yet resolved (no wait)."""
+        laps, self._pending = self._pending, []
+        return laps
+
+    def resolve(self, laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
+        """Seconds of each of ``laps`` with its collect/update split (on CUDA, waits for the last one's end)."""
+        if self.device.type == "cuda" and laps:
+            laps[-1][2].synchronize()
+        return [
+            (self._seconds(begin, end), {"collect": self._seconds(begin, split), "update": self._seconds(split, end)})
+            for begin, split, end in laps
+        ]
+
+
+@dataclass
+class LogPoint:
+    """What one log point reports, copied to host memory behind the iteration it closes.
+
+    ``read`` waits only for those copies. A loop that queues the next iteration before reading keeps the GPU
+    busy while the host writes its logs; reading at once would leave the GPU idle for the whole host side of
+    the log point, and the iteration after it without its env/update overlap.
+    """
+
+    iteration: int
+    laps: list[Lap]
+    names: list[str]
+    term_steps: int
+    host: torch.Tensor
+    copied: torch.cuda.Event | None
+
+    def ready(self) -> bool:
+        """True once ``read`` would not wait."""
+        return self.copied is None or self.copied.query()
+
+    def read(self) -> dict[str, float]:
+        if self.copied is not None:
+            self.copied.synchronize()
+        return dict(zip(self.names, self.host.tolist(), strict=True))
 
 
 class OffPolicyTrainer:
@@ -221,20 +256,49 @@ class OffPolicyTrainer:
 
     # -- host boundary -------------------------------------------------------------------
 
-    def read_episodes(self) -> dict[str, float]:
-        """Mean return and length of episodes finished, and mean reward terms per env step, since the last
-        read (reads the device: call at log points only)."""
-        count, total_return, total_length = (float(v) for v in self._episodes.values())
+    def log_point(self, metrics: TensorDict, laps: list[Lap]) -> LogPoint:
+        """Queue copies of the latest update's ``metrics``, the episode and reward-term sums (then zero them)
+        and the health counters; nothing waits. Pass the result to ``report`` once more work is queued.
+
+        The health counters are copied on the learner stream, which has waited for this iteration's env step;
+        an env step queued later may or may not be counted in them (they only grow, so that only moves a
+        detection earlier).
+        """
+        parts = {f"metric/{key}": value.detach().float().reshape(()) for key, value in metrics.items()}
+        parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
+        parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
+        parts.update(zip(HEALTH, self.runner.health().float(), strict=True))
+        flat = torch.stack([value.float() for value in parts.values()])  # a copy: the zeroing below is safe
         self._episodes.zero_()
-        out = {}
-        if self._term_steps:
-            means = (self._term_sums / self._term_steps).tolist()
-            out = {f"reward_{name}": value for name, value in zip(self._term_names, means, strict=True)}
-            self._term_sums.zero_()
-            self._term_steps = 0
+        self._term_sums.zero_()
+        point_steps, self._term_steps = self._term_steps, 0
+        on_cuda = self.device.type == "cuda"
+        host = torch.empty(flat.shape, pin_memory=on_cuda)
+        host.copy_(flat, non_blocking=on_cuda)
+        copied = None
+        if on_cuda:
+            copied = torch.cuda.Event()
+            copied.record()
+        return LogPoint(self.iteration, laps, list(parts), point_steps, host, copied)
+
+    def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float]]:
+        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its update
+        metrics, and the mean return and length of the episodes finished and the mean reward terms per env step
+        since the previous log point."""
+        values = point.read()
+        self.runner.check([int(values[key]) for key in HEALTH])
+        metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
+        stats = {}
+        if point.term_steps:
+            stats = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
+        count = values["episodes/count"]
         if count > 0:
-            out.update(episode_return=total_return / count, episode_length=total_length / count, episodes=count)
-        return out
+            stats.update(
+                episode_return=values["episodes/return"] / count,
+                episode_length=values["episodes/length"] / count,
+                episodes=count,
+            )
+        return metrics, stats
 
     def state_dict(self) -> dict:
         return {**self.learner.state_dict(), "iteration": self.iteration}
@@ -243,9 +307,3 @@ class OffPolicyTrainer:
         self.learner.load_state_dict(state)
         self.learner.sync_acting()
         self.iteration = int(state["iteration"])
-
-    def check(self) -> None:
-        """Host boundary (log points): raise on non-finite actions or physics buffer overflow."""
-        if self._env_stream is not None:
-            torch.cuda.current_stream(self.device).wait_stream(self._env_stream)
-        self.runner.check()

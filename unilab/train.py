@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from torchrl_ext.config import TrainConfig, validate
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
 from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
-from torchrl_ext.trainer import IterationTimer, OffPolicyTrainer
+from torchrl_ext.trainer import IterationTimer, LogPoint, OffPolicyTrainer
 from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import list_tasks, make_functional_env
@@ -126,9 +127,32 @@ def run(cfg: TrainConfig) -> RunSummary:
         torch.save({**trainer.state_dict(), "config": config_dict, "train_wall_time_sec": wall}, path)
         return str(path)
 
+    def log(point: LogPoint) -> None:
+        nonlocal last_episodes
+        laps = timer.resolve(point.laps)
+        for seconds, phases in laps:
+            meter.record(cfg.algo.num_envs, seconds, phases)
+        metrics, stats = trainer.report(point)
+        if "episode_return" in stats:
+            last_episodes = stats
+        rate = meter.tail_env_steps_per_sec()
+        scalars = {**{f"loss/{k}": v for k, v in metrics.items()}, **{f"episode/{k}": v for k, v in stats.items()}}
+        if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
+            ms = sorted(1000 * seconds for seconds, _ in laps)
+            scalars.update({"perf/iteration_ms_min": ms[0], "perf/iteration_ms_max": ms[-1]})
+            scalars["perf/iteration_ms_median"] = ms[len(ms) // 2]
+        if rate is not None:
+            scalars["perf/tail_env_steps_per_sec"] = rate
+            bar.set_postfix(steps_per_s=f"{rate:,.0f}")
+        for key, value in scalars.items():
+            writer.add_scalar(key, value, point.iteration * cfg.algo.num_envs)
+        summary("running").write(run_dir)
+
     summary("running").write(run_dir)
     timer = IterationTimer(env.device)
     bar = tqdm(total=cfg.algo.max_iterations, initial=trainer.iteration, disable=not cfg.training.progress, unit="it")
+    # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
+    pending: deque[LogPoint] = deque()
     try:
         while not trainer.ready:  # replay pre-fill: not an iteration
             trainer.collect()
@@ -144,34 +168,15 @@ def run(cfg: TrainConfig) -> RunSummary:
             else:
                 timer.lap()
             bar.update(1)
+            while pending and pending[0].ready():
+                log(pending.popleft())
             last = trainer.iteration == cfg.algo.max_iterations
             if trainer.iteration % cfg.training.log_interval == 0 or last:
-                laps = list(timer.drain())
-                for seconds, phases in laps:
-                    meter.record(cfg.algo.num_envs, seconds, phases)
-                trainer.check()
-                values = {k: float(v) for k, v in metrics.items()}
-                stats = trainer.read_episodes()
-                if "episode_return" in stats:
-                    last_episodes = stats
-                rate = meter.tail_env_steps_per_sec()
-                scalars = {
-                    **{f"loss/{k}": v for k, v in values.items()},
-                    **{f"episode/{k}": v for k, v in stats.items()},
-                }
-                if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
-                    ms = sorted(1000 * seconds for seconds, _ in laps)
-                    scalars.update({"perf/iteration_ms_min": ms[0], "perf/iteration_ms_max": ms[-1]})
-                    scalars["perf/iteration_ms_median"] = ms[len(ms) // 2]
-                if rate is not None:
-                    scalars["perf/tail_env_steps_per_sec"] = rate
-                    bar.set_postfix(steps_per_s=f"{rate:,.0f}")
-                step = trainer.iteration * cfg.algo.num_envs
-                for key, value in scalars.items():
-                    writer.add_scalar(key, value, step)
-                summary("running").write(run_dir)
+                pending.append(trainer.log_point(metrics, timer.take()))
             if trainer.iteration % cfg.algo.save_interval == 0 or last:
                 last_checkpoint = save()
+        while pending:
+            log(pending.popleft())
         status = "completed"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -180,8 +185,9 @@ def run(cfg: TrainConfig) -> RunSummary:
         raise
     finally:
         bar.close()
-        for seconds, phases in timer.drain():
-            meter.record(cfg.algo.num_envs, seconds, phases)
+        for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
+            for seconds, phases in timer.resolve(laps):
+                meter.record(cfg.algo.num_envs, seconds, phases)
         if status != "completed" and trainer.iteration > 0:
             last_checkpoint = save()
         writer.close()

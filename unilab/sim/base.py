@@ -171,12 +171,22 @@ class SimBackend(ABC):
         self._after_reset(mask)
 
     @abstractmethod
-    def overflow_counts(self) -> dict[str, int]:
-        """Control steps so far in which contacts / constraint rows overflowed (reads the device)."""
+    def overflow_tensor(self) -> torch.Tensor:
+        """Control steps so far in which contacts / constraint rows overflowed: a live int64 tensor
+        ``[contacts, constraints]`` on the backend's device. Queuing a copy of it costs no host wait, so a
+        log point can take one and read it after later work is queued."""
 
-    def check_capacity(self) -> None:
-        """Raise ``SimCapacityError`` if any step so far overflowed a buffer; call at host boundaries."""
-        counts = self.overflow_counts()
+    def overflow_counts(self) -> dict[str, int]:
+        """``overflow_tensor`` read to the host (waits for the device)."""
+        contacts, constraints = self.overflow_tensor().tolist()
+        return {"contacts": contacts, "constraints": constraints}
+
+    def check_capacity(self, counts: dict[str, int] | None = None) -> None:
+        """Raise ``SimCapacityError`` if any step so far overflowed a buffer; call at host boundaries.
+
+        ``counts`` are ``overflow_counts`` read earlier (say, from a log point's copy); default: read now.
+        """
+        counts = self.overflow_counts() if counts is None else counts
         if any(counts.values()):
             raise SimCapacityError(
                 f"physics buffers overflowed ({counts}); raise SimConfig.nconmax (now {self.config.nconmax}) "

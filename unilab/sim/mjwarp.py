@@ -108,6 +108,5 @@ class MjWarpBackend(SimBackend):
         self._qacc_warmstart.masked_fill_(mask.unsqueeze(-1), 0.0)
         self.forward()
 
-    def overflow_counts(self) -> dict[str, int]:
-        contacts, constraints = self._overflow.tolist()
-        return {"contacts": contacts, "constraints": constraints}
+    def overflow_tensor(self) -> torch.Tensor:
+        return self._overflow

@@ -124,6 +124,6 @@ class MujocoBackend(SimBackend):
             self._data[i].qacc_warmstart[:] = 0.0
         self._forward_worlds(worlds)
 
-    def overflow_counts(self) -> dict[str, int]:
-        contacts, constraints = (sum(int(d.warning[w].number) for d in self._data) for w in _FULL_WARNINGS)
-        return {"contacts": contacts, "constraints": constraints}
+    def overflow_tensor(self) -> torch.Tensor:
+        counts = [sum(int(d.warning[w].number) for d in self._data) for w in _FULL_WARNINGS]
+        return torch.tensor(counts, dtype=torch.int64)

@@ -213,6 +213,7 @@ def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
         "algo.max_iterations=30",
         "training.log_interval=10",
         "training.progress=false",
+        "training.no_play=true",  # this test is about capture; playback has its own test
         f"training.log_dir={tmp_path / 'run'}",
     ]
     summary = run(compose_config(overrides))

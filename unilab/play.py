@@ -36,7 +36,7 @@ from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 VIDEO_NAME = "play_video.mp4"
 TRACK_BODY = "pelvis"
 COLLISION_GROUP = 3
-CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 6.0, -20.0, 90.0
+CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 

@@ -19,6 +19,7 @@ def test_train_bench_reports_every_run_and_counts_failures(tmp_path: Path, capsy
     run, summary = lines
     assert run["status"] == "completed" and run["returncode"] == 0
     assert run["tail_env_steps_per_sec"] > 0 and set(run["tail_seconds_per_iteration"]) == {"collect", "update"}
+    assert run["final_env_steps_per_sec"] > 0
     recorded = json.loads((tmp_path / "sac_0" / "run_summary.json").read_text())
     assert recorded["config"]["algo"]["max_iterations"] == 22  # the caller's overrides win over the canonical ones
     assert summary["median"] == round(run["tail_env_steps_per_sec"]) and summary["failed"] == 0

@@ -95,6 +95,24 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     assert float(step_after) == float(step_before) + 4 * 2
 
 
+def test_a_log_dir_holding_a_run_is_refused_unless_that_run_continues(tmp_path: Path, capsys) -> None:
+    base = tiny(tmp_path, "mujoco", "training.export_onnx=false")
+    run(compose_config([*base, "algo.max_iterations=10"]))
+    run_dir = tmp_path / "run"
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    with pytest.raises(SystemExit) as exit_info:
+        main([*base, "algo.max_iterations=10"])
+    assert exit_info.value.code == 2
+    assert f"training.log_dir={run_dir} already holds a run" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before  # nothing written
+    with pytest.raises(SystemExit):
+        main([*base, "algo.resume=" + str(tmp_path / "missing.pt")])
+    assert "algo.resume=" + str(tmp_path / "missing.pt") + ": no such checkpoint file" in capsys.readouterr().err
+    summary = run(compose_config([*base, "algo.max_iterations=12", f"algo.resume={run_dir / 'model_10.pt'}"]))
+    assert summary.completed_iterations == 12 and (run_dir / "model_12.pt").is_file()
+    assert (run_dir / "model_10.pt").read_bytes() == before["model_10.pt"]
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [

@@ -186,6 +186,8 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 "status": summary.get("status"),
                 "tail_env_steps_per_sec": summary.get("tail_env_steps_per_sec"),
                 "tail_seconds_per_iteration": summary.get("tail_seconds_per_iteration"),
+                # The last iteration alone: its updates run with no env step beside them (an upper bound).
+                "final_env_steps_per_sec": summary.get("final_env_steps_per_sec"),
                 "training_wall_time_sec": summary.get("training_wall_time_sec"),
                 "run_dir": str(run_dir),
             }

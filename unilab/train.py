@@ -26,7 +26,7 @@ from tqdm import tqdm
 from torchrl_ext.config import TrainConfig, validate
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
-from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
+from torchrl_ext.run_dir import SUMMARY_FILENAME, RunSummary, environment_info, make_run_dir, write_json_atomic
 from torchrl_ext.trainer import IterationTimer, LogPoint, OffPolicyTrainer
 from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
@@ -73,10 +73,29 @@ def resolve_device(cfg: TrainConfig) -> str:
     return device
 
 
+def check_run_paths(cfg: TrainConfig) -> None:
+    """Refuse, before any work, a checkpoint to resume that is not there, and an explicit ``training.log_dir``
+    that already holds a run: a new run would overwrite its checkpoints and summary. Continuing that run
+    (resuming from one of its own checkpoints) is the one way back into it."""
+    resume = Path(cfg.algo.resume) if cfg.algo.resume else None
+    if resume is not None and not resume.is_file():
+        raise ValueError(f"algo.resume={cfg.algo.resume}: no such checkpoint file")
+    if cfg.training.log_dir is None:
+        return
+    log_dir = Path(cfg.training.log_dir)
+    continuing = resume is not None and resume.resolve().parent == log_dir.resolve()
+    if (log_dir / SUMMARY_FILENAME).exists() and not continuing:
+        raise ValueError(
+            f"training.log_dir={log_dir} already holds a run ({SUMMARY_FILENAME}); choose a new directory, "
+            f"or continue that run with algo.resume={log_dir}/model_<iteration>.pt"
+        )
+
+
 def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
     launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
     device = resolve_device(cfg)
+    check_run_paths(cfg)
     task_args = {"motion_file": cfg.task.motion_file} if cfg.task.motion_file else {}
     env = make_functional_env(
         cfg.task.name,
@@ -231,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cfg = compose_config(groups + overrides)
         resolve_device(cfg)
+        check_run_paths(cfg)
     except OmegaConfBaseException as exc:  # a value of the wrong type: name the key, skip omegaconf's internals
         first_line = str(exc).strip().splitlines()[0]
         parser.error(f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)

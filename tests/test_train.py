@@ -95,6 +95,29 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     assert float(step_after) == float(step_before) + 4 * 2
 
 
+def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchrl_ext.trainer import OffPolicyTrainer
+
+    update, calls = OffPolicyTrainer.update, []
+
+    def interrupted_in_iteration_11(self):
+        calls.append(None)
+        if len(calls) == 11:
+            raise KeyboardInterrupt
+        return update(self)
+
+    monkeypatch.setattr(OffPolicyTrainer, "update", interrupted_in_iteration_11)
+    summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=20", "training.export_onnx=false")))
+    run_dir = tmp_path / "run"
+    data = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary.status == data["status"] == "interrupted" and data["completed_iterations"] == 10
+    assert data["end_time_utc"] is not None and data["tail_iteration_count"] == 9  # iteration 1 is the capture one
+    assert torch.load(run_dir / "model_10.pt", weights_only=False)["iteration"] == 10
+    events = EventAccumulator(str(next(run_dir.glob("events.out.tfevents.*"))))
+    events.Reload()
+    assert [event.step for event in events.Scalars("loss/loss_critic")] == [5 * 4, 10 * 4]  # the last point too
+
+
 def test_a_log_dir_holding_a_run_is_refused_unless_that_run_continues(tmp_path: Path, capsys) -> None:
     base = tiny(tmp_path, "mujoco", "training.export_onnx=false")
     run(compose_config([*base, "algo.max_iterations=10"]))
@@ -203,19 +226,26 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
     metrics = trainer.update()
     expected_metrics = {key: float(value) for key, value in metrics.items()}
     expected_terms = (trainer._term_sums / trainer._term_steps).tolist()
-    point = trainer.log_point(metrics, [])
-    for _ in range(3):  # queued after the point: new sums, new losses, and a bad action
-        trainer.collect()
-        metrics = trainer.update()
+    trainer._episodes.update({"count": torch.tensor(2.0), "return": torch.tensor(6.0), "length": torch.tensor(10.0)})
+    point = trainer.log_point(metrics)
+    assert not trainer._term_sums.any() and not trainer._episodes["count"]  # the sums restart at every point
+    for value in metrics.values():  # on CUDA the update graph's outputs are rewritten in place by the next replay
+        value.fill_(123.0)
+    trainer.collect()  # queued after the point: new reward sums and a bad action
+    trainer.collect()
+    later_terms = (trainer._term_sums / 2).tolist()
     trainer.runner.state["task", "nonfinite_actions"] += 2
-    later = trainer.log_point(metrics, [])
+    later = trainer.log_point(trainer.update())
 
     losses, stats = trainer.report(point)
-    assert losses == pytest.approx(expected_metrics) and losses != {k: float(v) for k, v in metrics.items()}
-    terms = [stats[f"reward_{name}"] for name in trainer.env.task.rewards]
-    assert terms == pytest.approx(expected_terms)
+    assert losses == pytest.approx(expected_metrics)
+    assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
+    assert stats["episodes"] == 2 and stats["episode_return"] == 3.0 and stats["episode_length"] == 5.0
     with pytest.raises(NonFiniteActionError, match="2 env-step rows"):
         trainer.report(later)
+    values = later.read()
+    assert values["episodes/count"] == 0.0 and later.term_steps == 2
+    assert [values[f"term/{name}"] / 2 for name in trainer.env.task.rewards] == pytest.approx(later_terms)
 
 
 @pytest.mark.gpu

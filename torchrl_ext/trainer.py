@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from tensordict import TensorDict
@@ -108,11 +108,12 @@ class LogPoint:
     """
 
     iteration: int
-    laps: list[Lap]
+    env_steps: int
     names: list[str]
     term_steps: int
     host: torch.Tensor
     copied: torch.cuda.Event | None
+    laps: list[Lap] = field(default_factory=list)  # the iterations it closes, for the caller's timer
 
     def ready(self) -> bool:
         """True once ``read`` would not wait."""
@@ -256,7 +257,7 @@ class OffPolicyTrainer:
 
     # -- host boundary -------------------------------------------------------------------
 
-    def log_point(self, metrics: TensorDict, laps: list[Lap]) -> LogPoint:
+    def log_point(self, metrics: TensorDict) -> LogPoint:
         """Queue copies of the latest update's ``metrics``, the episode and reward-term sums (then zero them)
         and the health counters; nothing waits. Pass the result to ``report`` once more work is queued.
 
@@ -264,22 +265,23 @@ class OffPolicyTrainer:
         an env step queued later may or may not be counted in them (they only grow, so that only moves a
         detection earlier).
         """
-        parts = {f"metric/{key}": value.detach().float().reshape(()) for key, value in metrics.items()}
+        parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
         parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
         parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
-        parts.update(zip(HEALTH, self.runner.health().float(), strict=True))
-        flat = torch.stack([value.float() for value in parts.values()])  # a copy: the zeroing below is safe
+        parts.update(zip(HEALTH, self.runner.health(), strict=True))
+        # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
+        flat = torch.stack([value.double() for value in parts.values()])
         self._episodes.zero_()
         self._term_sums.zero_()
         point_steps, self._term_steps = self._term_steps, 0
         on_cuda = self.device.type == "cuda"
-        host = torch.empty(flat.shape, pin_memory=on_cuda)
+        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=on_cuda)
         host.copy_(flat, non_blocking=on_cuda)
         copied = None
         if on_cuda:
             copied = torch.cuda.Event()
             copied.record()
-        return LogPoint(self.iteration, laps, list(parts), point_steps, host, copied)
+        return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
 
     def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float]]:
         """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its update

@@ -118,7 +118,8 @@ def run(cfg: TrainConfig) -> RunSummary:
     started = time.perf_counter()
     status, error, last_checkpoint, last_episodes = "running", None, None, {}
 
-    def summary(status: str) -> RunSummary:
+    def summary(status: str, at: LogPoint | None = None) -> RunSummary:
+        """The run so far; ``at`` a log point, whose counts match the meter's (the host may have queued more)."""
         return RunSummary.from_meter(
             meter,
             status=status,
@@ -126,8 +127,8 @@ def run(cfg: TrainConfig) -> RunSummary:
             task=cfg.task.name,
             sim=cfg.sim.name,
             num_envs=cfg.algo.num_envs,
-            completed_iterations=trainer.iteration,
-            total_env_steps=trainer.env_steps,
+            completed_iterations=trainer.iteration if at is None else at.iteration,
+            total_env_steps=trainer.env_steps if at is None else at.env_steps,
             training_wall_time_sec=time.perf_counter() - started,
             start_time_utc=start_utc,
             end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
@@ -149,6 +150,7 @@ def run(cfg: TrainConfig) -> RunSummary:
     def log(point: LogPoint) -> None:
         nonlocal last_episodes
         laps = timer.resolve(point.laps)
+        point.laps = []  # timed once, whatever fails below
         for seconds, phases in laps:
             meter.record(cfg.algo.num_envs, seconds, phases)
         metrics, stats = trainer.report(point)
@@ -165,7 +167,13 @@ def run(cfg: TrainConfig) -> RunSummary:
             bar.set_postfix(steps_per_s=f"{rate:,.0f}")
         for key, value in scalars.items():
             writer.add_scalar(key, value, point.iteration * cfg.algo.num_envs)
-        summary("running").write(run_dir)
+        summary("running", point).write(run_dir)
+
+    def log_ready(wait: bool) -> None:
+        """Log the pending points the GPU has passed (all of them with ``wait``), oldest first."""
+        while pending and (wait or pending[0].ready()):
+            log(pending[0])
+            pending.popleft()
 
     summary("running").write(run_dir)
     timer = IterationTimer(env.device)
@@ -187,15 +195,15 @@ def run(cfg: TrainConfig) -> RunSummary:
             else:
                 timer.lap()
             bar.update(1)
-            while pending and pending[0].ready():
-                log(pending.popleft())
+            log_ready(wait=False)
             last = trainer.iteration == cfg.algo.max_iterations
             if trainer.iteration % cfg.training.log_interval == 0 or last:
-                pending.append(trainer.log_point(metrics, timer.take()))
+                point = trainer.log_point(metrics)
+                point.laps = timer.take()
+                pending.append(point)
             if trainer.iteration % cfg.algo.save_interval == 0 or last:
                 last_checkpoint = save()
-        while pending:
-            log(pending.popleft())
+        log_ready(wait=True)
         status = "completed"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -204,11 +212,17 @@ def run(cfg: TrainConfig) -> RunSummary:
         raise
     finally:
         bar.close()
-        for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
-            for seconds, phases in timer.resolve(laps):
-                meter.record(cfg.algo.num_envs, seconds, phases)
-        if status != "completed" and trainer.iteration > 0:
-            last_checkpoint = save()
+        try:
+            if status == "interrupted":  # what ran before the stop is still worth its log lines
+                log_ready(wait=True)
+            for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
+                for seconds, phases in timer.resolve(laps):
+                    meter.record(cfg.algo.num_envs, seconds, phases)
+            if status != "completed" and trainer.iteration > 0:
+                last_checkpoint = save()
+        except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
+            stopping = f"{type(exc).__name__}: {exc}"
+            status, error = "failed", stopping if error is None else f"{error}; then, while stopping: {stopping}"
         writer.close()
         result = summary(status)
         result.write(run_dir)

@@ -172,9 +172,9 @@ class SimBackend(ABC):
 
     @abstractmethod
     def overflow_tensor(self) -> torch.Tensor:
-        """Control steps so far in which contacts / constraint rows overflowed: a live int64 tensor
-        ``[contacts, constraints]`` on the backend's device. Queuing a copy of it costs no host wait, so a
-        log point can take one and read it after later work is queued."""
+        """Control steps so far in which contacts / constraint rows overflowed: int64 ``[contacts, constraints]``
+        on the backend's device (on a GPU backend, the live counters). Queuing a copy of it costs no host wait,
+        so a log point can take one and read it after later work is queued."""
 
     def overflow_counts(self) -> dict[str, int]:
         """``overflow_tensor`` read to the host (waits for the device)."""

@@ -249,6 +249,35 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
 
 
 @pytest.mark.gpu
+def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -> None:
+    """On CUDA the copies race the next env step (own stream) and the next update replay (static outputs)."""
+    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.tasks.registry import make_functional_env
+
+    sizes = ["algo.num_envs=256", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
+    cfg = compose_config(["sim=mjwarp", *sizes, "algo.compile=false", "algo.overlap_updates=true"]).algo
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=256, device="cuda"), cfg)
+    assert trainer.capture and trainer._env_stream is not None
+    while not trainer.ready:
+        trainer.collect()
+    for _ in range(3):  # records the graphs, then replays them
+        trainer.collect()
+        metrics = trainer.update()
+    torch.cuda.synchronize()
+    expected_metrics = {key: float(value) for key, value in metrics.items()}
+    expected_terms = (trainer._term_sums / trainer._term_steps).tolist()
+    point = trainer.log_point(metrics)
+    for _ in range(5):  # queued behind the point on both streams; each replay rewrites ``metrics`` in place
+        trainer.collect()
+        trainer.update()
+    losses, stats = trainer.report(point)
+    assert losses == pytest.approx(expected_metrics)
+    assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
+    torch.cuda.synchronize()
+    assert {key: float(value) for key, value in metrics.items()} != expected_metrics  # the buffers did move on
+
+
+@pytest.mark.gpu
 def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
     overrides = [
         "sim=mjwarp",

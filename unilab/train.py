@@ -27,7 +27,7 @@ from torchrl_ext.config import TrainConfig, validate
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
 from torchrl_ext.run_dir import SUMMARY_FILENAME, RunSummary, environment_info, make_run_dir, write_json_atomic
-from torchrl_ext.trainer import IterationTimer, LogPoint, OffPolicyTrainer
+from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
 from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import list_tasks, make_functional_env
@@ -147,12 +147,17 @@ def run(cfg: TrainConfig) -> RunSummary:
         torch.save({**trainer.state_dict(), "config": config_dict, "train_wall_time_sec": wall}, path)
         return str(path)
 
+    def record_laps(laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
+        """Resolve ``laps`` into the tail meter; returns their seconds and splits."""
+        resolved = timer.resolve(laps)
+        for seconds, phases in resolved:
+            meter.record(cfg.algo.num_envs, seconds, phases)
+        return resolved
+
     def log(point: LogPoint) -> None:
         nonlocal last_episodes
-        laps = timer.resolve(point.laps)
+        laps = record_laps(point.laps)
         point.laps = []  # timed once, whatever fails below
-        for seconds, phases in laps:
-            meter.record(cfg.algo.num_envs, seconds, phases)
         metrics, stats = trainer.report(point)
         if "episode_return" in stats:
             last_episodes = stats
@@ -216,8 +221,7 @@ def run(cfg: TrainConfig) -> RunSummary:
             if status == "interrupted":  # what ran before the stop is still worth its log lines
                 log_ready(wait=True)
             for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
-                for seconds, phases in timer.resolve(laps):
-                    meter.record(cfg.algo.num_envs, seconds, phases)
+                record_laps(laps)
             if status != "completed" and trainer.iteration > 0:
                 last_checkpoint = save()
         except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary

@@ -204,8 +204,7 @@ class SACLoss(SoftActorCriticLoss):
 
     Each critic member bootstraps from its own target member (no min over the pair); the C51 cross-entropy already
     curbs overestimation. Only ``terminated`` cuts the bootstrap: a time-limit truncation is not the end of the
-    task's return. Critic, actor and temperature losses are also exposed separately so a trainer can update the
-    critic every step and the actor only every k-th step.
+    task's return.
     """
 
     def __init__(

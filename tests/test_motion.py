@@ -355,6 +355,18 @@ MALFORMED = {
     "fps negative": (_set("fps", lambda a: np.array([-50.0])), r"'fps'.*positive"),
     "fps NaN": (_set("fps", lambda a: np.array(np.nan)), r"'fps'"),
     "fps shape": (_set("fps", lambda a: np.array([50.0, 50.0])), r"'fps'.*shape"),
+    "fps too low": (_set("fps", lambda a: np.array(0.02)), r"'fps'.*\[1, 1000\] Hz, got 0\.02"),
+    "fps too high": (_set("fps", lambda a: np.array(5000.0)), r"'fps'.*\[1, 1000\] Hz"),
+    "joints x100": (
+        _set("joint_pos", lambda a: a["joint_pos"] * 100.0),
+        r"joint '\w+' is at .* outside its limits \[.*\] by more than 0\.5",
+    ),
+    "body 50 m away": (
+        _set("body_pos_w", lambda a: a["body_pos_w"] + np.array([0.0, 50.0, 0.0]) * (np.arange(31) == 20)[:, None]),
+        rf"body '{BODY_NAMES[20]}' is 50(\.\d+)? m from the root body 'pelvis' at frame \d+ \(limit 5\.0 m\)",
+    ),
+    "empty joint_names": (_set("joint_names", lambda a: np.array([], dtype="<U1")), r"'joint_names' is empty"),
+    "empty body_names": (_set("body_names", lambda a: np.array([], dtype="<U1")), r"'body_names' is empty"),
     "non-unit quat": (_set("body_quat_w", lambda a: a["body_quat_w"] * 1.1), r"'body_quat_w'.*unit"),
     "missing joint": (
         _set("joint_names", _rename("joint_names", "left_knee_joint", "left_knee")),
@@ -408,12 +420,14 @@ def test_unknown_joint_is_refused(tmp_path: Path, model: mujoco.MjModel, raw: di
         load_motions(_save(tmp_path / "hands.npz", arrays), model)
 
 
-def test_unreadable_and_pickled_files_are_refused(tmp_path: Path, model: mujoco.MjModel) -> None:
+def test_unreadable_and_pickled_files_are_refused(
+    tmp_path: Path, model: mujoco.MjModel, raw: dict[str, np.ndarray]
+) -> None:
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a zip archive")
     with pytest.raises(MotionFileError, match=r"garbage\.npz"):
         load_motions(garbage, model)
-    pickled = _save(tmp_path / "pickled.npz", {"fps": np.array(50.0), "joint_pos": np.array([{}], dtype=object)})
+    pickled = _save(tmp_path / "pickled.npz", {**raw, "joint_pos": np.array([{}] * FRAMES, dtype=object)})
     with pytest.raises(MotionFileError, match=r"'joint_pos'.*pickle"):
         load_motions(pickled, model)
     single = tmp_path / "single.npy"
@@ -432,3 +446,35 @@ def test_shipped_clip_is_reproducible(model: mujoco.MjModel, raw: dict[str, np.n
     assert raw["joint_names"].tolist() == list(JOINT_NAMES)
     assert raw["body_names"].tolist() == list(BODY_NAMES)
     assert float(raw["fps"]) == 50.0
+
+
+def test_full_state_file_without_joint_names_is_refused(
+    tmp_path: Path, model: mujoco.MjModel, raw: dict[str, np.ndarray]
+) -> None:
+    arrays = _format_b(raw, include_world=False)
+    del arrays["joint_names"]
+    with pytest.raises(MotionFileError, match=r"'joint_names' is missing; a full-state joint_pos"):
+        load_motions(_save(tmp_path / "nameless.npz", arrays), model)
+
+
+def test_arrays_the_loader_does_not_use_are_never_decompressed(
+    tmp_path: Path, model: mujoco.MjModel, raw: dict[str, np.ndarray]
+) -> None:
+    """Reading an object array needs pickle, so the load only succeeds if that array is never touched."""
+    extra = {"retargeting_notes": np.array([{"tool": "x"}], dtype=object)}
+    loaded = load_motions(_save(tmp_path / "extra.npz", {**raw, **extra}), model)
+    assert loaded.num_frames == FRAMES
+
+
+def test_resampling_past_the_frame_bound_is_refused_before_it_allocates(
+    tmp_path: Path, model: mujoco.MjModel, raw: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from unilab.motion import loader
+
+    monkeypatch.setattr(loader, "MAX_FRAMES", 1000)
+    resampled = []
+    monkeypatch.setattr(loader, "_resample", lambda *args: resampled.append(args))
+    slow = {**raw, "fps": np.array(10.0)}  # 50 s at 10 fps: 2501 frames at the control rate
+    with pytest.raises(MotionFileError, match=r"501 frames at 10 fps would be 2501 frames at 50 Hz.*at most 1000"):
+        load_motions(_save(tmp_path / "slow.npz", slow), model)
+    assert not resampled

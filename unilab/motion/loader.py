@@ -39,10 +39,25 @@ CONTROL_FPS = 50
 QUAT_NORM_TOLERANCE = 1e-2
 """Largest accepted | |q| - 1 |: loose enough for float16 storage, tight enough to catch non-quaternions."""
 
+FPS_RANGE = (1.0, 1000.0)
+"""Accepted source frame rates: outside it a file is mislabelled (a duration, a period), not a motion."""
+
+MAX_FRAMES = 3600 * CONTROL_FPS
+"""Frames per clip, in the file and after resampling: an hour at the control rate. Checked from the array headers
+and the frame rate before anything is decompressed or resampled, so a mislabelled rate cannot allocate gigabytes."""
+
+JOINT_LIMIT_MARGIN = 0.5
+"""How far (rad, or m for slides) a clip may take a limited joint past the model's range: retargeting overshoots a
+little; a clip in degrees, or scaled, goes far past it."""
+
+MAX_BODY_DISTANCE = 5.0
+"""Largest distance (m) of any body from the root body: farther means the wrong units or the wrong rows."""
+
 _ROOT_QPOS = 7  # free joint: position (3) + quaternion (4)
 _ROOT_QVEL = 6  # free joint: linear (3) + angular (3) velocity
 _BODY_WIDTHS = {"body_pos_w": 3, "body_quat_w": 4, "body_lin_vel_w": 3, "body_ang_vel_w": 3}
 _REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", *_BODY_WIDTHS)
+_NAME_KEYS = ("joint_names", "body_names")
 _WORLD_BODY = 0
 
 
@@ -108,6 +123,9 @@ class _RobotLayout:
 
     joint_names: tuple[str, ...]
     body_names: tuple[str, ...]
+    joint_lower: np.ndarray  # (J,) -inf where the joint is unlimited
+    joint_upper: np.ndarray  # (J,) +inf where the joint is unlimited
+    root_body: int | None  # the body the free joint moves
 
     @classmethod
     def from_model(cls, model: mujoco.MjModel) -> _RobotLayout:
@@ -116,9 +134,14 @@ class _RobotLayout:
         if any(int(model.jnt_type[j]) not in scalar for j in joints):
             raise ValueError("motion clips support models whose non-root joints are all hinges or slides")
         joints.sort(key=lambda j: int(model.jnt_qposadr[j]))
+        limited = model.jnt_limited[joints].astype(bool)
+        free = [j for j in range(model.njnt) if int(model.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_FREE)]
         return cls(
             joint_names=tuple(model.joint(j).name for j in joints),
             body_names=tuple(model.body(b).name for b in range(model.nbody)),
+            joint_lower=np.where(limited, model.jnt_range[joints, 0], -np.inf),
+            joint_upper=np.where(limited, model.jnt_range[joints, 1], np.inf),
+            root_body=int(model.jnt_bodyid[free[0]]) if free else None,
         )
 
 
@@ -126,8 +149,9 @@ def _fail(path: Path, message: str) -> MotionFileError:
     return MotionFileError(f"{path}: {message}")
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """All arrays of the file; pickled objects are refused because loading them can run code."""
+def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
+    """The archive, opened lazily: arrays are decompressed one by one when read, so unused ones never are.
+    Pickled objects are refused because loading them can run code."""
     if not path.is_file():
         raise FileNotFoundError(f"motion file not found: {path}")
     try:
@@ -136,8 +160,20 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise _fail(path, f"not a readable .npz archive ({err})") from err
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise _fail(path, "holds a single array, expected an .npz archive of named arrays")
-    with archive:
-        return {key: _read_array(path, archive, key) for key in archive.files}
+    return archive
+
+
+def _header_shape(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[int, ...]:
+    """An array's shape from its ``.npy`` header alone, without decompressing the data."""
+    member = f"{key}.npy" if f"{key}.npy" in archive.zip.namelist() else key
+    try:
+        with archive.zip.open(member) as handle:
+            major, _ = np.lib.format.read_magic(handle)
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, _, _ = read_header(handle)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise _fail(path, f"key '{key}' has an unreadable array header ({err})") from err
+    return shape
 
 
 def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
@@ -147,18 +183,37 @@ def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarr
         raise _fail(path, f"key '{key}' cannot be read without pickle ({err})") from err
 
 
-def _check_required_keys(path: Path, data: dict[str, np.ndarray]) -> None:
-    missing = [key for key in _REQUIRED_KEYS if key not in data]
+def _read_used(path: Path, archive: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
+    """The arrays a clip is built from, and only those, once their sizes are known to be sane."""
+    present = set(archive.files)
+    missing = [key for key in _REQUIRED_KEYS if key not in present]
     if missing:
-        raise _fail(path, f"missing key(s) {', '.join(repr(k) for k in missing)}; found {sorted(data)}")
+        raise _fail(path, f"missing key(s) {', '.join(repr(k) for k in missing)}; found {sorted(present)}")
+    fps = _read_fps(path, _read_array(path, archive, "fps"))
+    frames = _header_shape(path, archive, "joint_pos")[:1]
+    if frames:
+        _check_frame_budget(path, frames[0], fps)
+    used = [key for key in (*_REQUIRED_KEYS, *_NAME_KEYS) if key in present]
+    return {key: _read_array(path, archive, key) for key in used}
+
+
+def _check_frame_budget(path: Path, frames: int, fps: float) -> None:
+    resampled = int((frames - 1) / fps * CONTROL_FPS) + 1
+    if max(frames, resampled) > MAX_FRAMES:
+        raise _fail(
+            path,
+            f"{frames} frames at {fps:g} fps would be {resampled} frames at {CONTROL_FPS} Hz; a clip may have at "
+            f"most {MAX_FRAMES} (an hour), in the file and after resampling",
+        )
 
 
 def _read_fps(path: Path, value: np.ndarray) -> float:
     if value.shape not in ((), (1,)) or not np.issubdtype(value.dtype, np.number):
         raise _fail(path, f"key 'fps' must be a number (shape () or (1,)), got {value.dtype} of shape {value.shape}")
     fps = float(value.reshape(()))
-    if not np.isfinite(fps) or fps <= 0.0:
-        raise _fail(path, f"key 'fps' must be a finite positive frame rate, got {fps}")
+    low, high = FPS_RANGE
+    if not low <= fps <= high:  # NaN fails both comparisons
+        raise _fail(path, f"key 'fps' must be a finite positive frame rate in [{low:g}, {high:g}] Hz, got {fps}")
     return fps
 
 
@@ -170,6 +225,8 @@ def _read_names(path: Path, data: dict[str, np.ndarray], key: str) -> tuple[str,
     if value.ndim != 1 or value.dtype.kind not in "US":
         raise _fail(path, f"key '{key}' must be a 1-D array of strings, got {value.dtype} of shape {value.shape}")
     names = tuple(v.decode() if isinstance(v, bytes) else str(v) for v in value.tolist())
+    if not names:  # an empty list would otherwise read as "no names given" and silently assume model order
+        raise _fail(path, f"key '{key}' is empty; it must name every column or row, or be left out")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise _fail(path, f"key '{key}' repeats name(s) {duplicates}")
@@ -234,7 +291,8 @@ def _joint_layout(path: Path, data: dict[str, np.ndarray], robot: _RobotLayout) 
     Unknown joints are refused rather than dropped: a file that drives joints this robot lacks
     was made for another robot, and replaying the rest would silently change the motion.
     """
-    names = _read_names(path, data, "joint_names") or robot.joint_names
+    given = _read_names(path, data, "joint_names")
+    names = robot.joint_names if given is None else given
     missing = [name for name in robot.joint_names if name not in names]
     unknown = [name for name in names if name not in robot.joint_names]
     if missing or unknown:
@@ -243,6 +301,8 @@ def _joint_layout(path: Path, data: dict[str, np.ndarray], robot: _RobotLayout) 
         )
     width = data["joint_pos"].shape[-1] if data["joint_pos"].ndim == 2 else -1
     has_root = width == len(names) + _ROOT_QPOS
+    if has_root and given is None:
+        raise _fail(path, "key 'joint_names' is missing; a full-state joint_pos (free root first) must name its joints")
     return names, has_root
 
 
@@ -287,6 +347,33 @@ def _select_bodies(
     return selected
 
 
+def _check_plausible(path: Path, clip: _Clip, robot: _RobotLayout, body_names: Sequence[str]) -> None:
+    """Refuse motion no robot could make: joints far past their limits, bodies far from the root."""
+    below = clip.joint_pos < robot.joint_lower - JOINT_LIMIT_MARGIN
+    above = clip.joint_pos > robot.joint_upper + JOINT_LIMIT_MARGIN
+    outside = below | above
+    if outside.any():
+        frame, joint = (int(i) for i in np.argwhere(outside)[0])
+        raise _fail(
+            path,
+            f"joint '{robot.joint_names[joint]}' is at {clip.joint_pos[frame, joint]:.4g} at frame {frame}, outside "
+            f"its limits [{robot.joint_lower[joint]:.4g}, {robot.joint_upper[joint]:.4g}] by more than "
+            f"{JOINT_LIMIT_MARGIN} (wrong units or scale?)",
+        )
+    if robot.root_body is None:
+        return
+    given = [b for b, name in enumerate(robot.body_names) if b != _WORLD_BODY and name in body_names]
+    offsets = clip.body_pos_w[:, given] - clip.body_pos_w[:, robot.root_body : robot.root_body + 1]
+    distance = np.linalg.norm(offsets, axis=-1)
+    if distance.max() > MAX_BODY_DISTANCE:
+        frame, row = (int(i) for i in np.unravel_index(np.argmax(distance), distance.shape))
+        raise _fail(
+            path,
+            f"body '{robot.body_names[given[row]]}' is {distance[frame, row]:.4g} m from the root body "
+            f"'{robot.body_names[robot.root_body]}' at frame {frame} (limit {MAX_BODY_DISTANCE} m)",
+        )
+
+
 def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
     """The clip at ``CONTROL_FPS`` over the same duration, never extrapolating past the last frame."""
     if abs(fps - CONTROL_FPS) < 1e-9:
@@ -316,16 +403,18 @@ def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
 
 def _load_clip(path: Path, robot: _RobotLayout) -> _Clip:
     """Validate one file and return its motion in the robot's order at the control rate."""
-    data = _read_npz(path)
-    _check_required_keys(path, data)
+    with _open_npz(path) as archive:
+        data = _read_used(path, archive)
     fps = _read_fps(path, data["fps"])
     joint_names, has_root = _joint_layout(path, data, robot)
-    body_names = _read_names(path, data, "body_names") or robot.body_names
+    given_bodies = _read_names(path, data, "body_names")
+    body_names = robot.body_names if given_bodies is None else given_bodies
     _check_layout_shapes(path, data, len(joint_names), has_root, len(body_names))
     _check_frames(path, data)
     _check_finite(path, data)
     joint_pos, joint_vel = _select_joints(path, data, robot, joint_names, has_root)
     clip = _Clip(joint_pos=joint_pos, joint_vel=joint_vel, **_select_bodies(path, data, robot, body_names))
+    _check_plausible(path, clip, robot, body_names)
     return _resample(path, clip, fps)
 
 

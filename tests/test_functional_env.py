@@ -67,14 +67,115 @@ def test_same_seed_same_run_other_seed_other_run(short_env) -> None:
     assert not torch.equal(a[-1][0]["obs", "policy"], c[-1][0]["obs", "policy"])
 
 
-def test_reset_where_touches_only_masked_envs(short_env) -> None:
-    state, _ = rollout(short_env, seed=2, steps=2)[-1]
+def assert_same(a, b) -> None:
+    """Every leaf of two TensorDicts equal, bit for bit."""
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        assert torch.equal(a[key], b[key]), key
+
+
+def step_rng(rng: torch.Tensor, k: int) -> torch.Tensor:
+    """The rng of step ``k`` of a run that started from ``rng``."""
+    return rng + torch.tensor([0, k])
+
+
+def actions(env, seed: int) -> torch.Tensor:
+    return torch.rand(env.num_envs, env.action_dim, generator=torch.Generator().manual_seed(seed)) * 2 - 1
+
+
+@pytest.fixture(scope="module", params=["mujoco", "mjwarp"])
+def pure_env(request):
+    """Episodes of 0.1 s, so auto-resets happen within a few steps."""
+    return make_functional_env("g1_walk_flat", sim=request.param, num_envs=3, episode_length_s=0.1)
+
+
+def test_step_never_writes_its_input_state(pure_env) -> None:
+    rng = make_rng(0)
+    s0 = pure_env.reset(rng)
+    saved = s0.clone()
+    for k in range(1, 7):  # through an auto-reset
+        s1, _ = pure_env.step(s0, actions(pure_env, k), step_rng(rng, k))
+        assert_same(s0, saved)
+        s0, saved = s1, s1.clone()
+
+
+def test_step_depends_only_on_its_arguments(pure_env) -> None:
+    """A restored snapshot steps to the same state, whatever the env did in between (another branch)."""
+    rng = make_rng(1)
+    state = pure_env.reset(rng)
+    for k in range(1, 3):
+        state, _ = pure_env.step(state, actions(pure_env, k), step_rng(rng, k))
+    snapshot = state.clone()
+    first = [pure_env.step(state, actions(pure_env, 10), step_rng(rng, 3))]
+    branch = state
+    for k in range(3, 9):  # another branch, with resets, in between
+        branch, _ = pure_env.step(branch, actions(pure_env, 20 + k), step_rng(rng, k))
+    again = pure_env.step(snapshot, actions(pure_env, 10), step_rng(rng, 3))
+    assert_same(again[0], first[0][0])
+    assert_same(again[1], first[0][1])
+    assert not torch.equal(branch["sim", "qpos"], again[0]["sim", "qpos"])
+
+
+def test_physics_state_holds_what_continuing_needs(pure_env) -> None:
+    state = pure_env.reset(make_rng(2))
+    state, _ = pure_env.step(state, actions(pure_env, 0), advance(make_rng(2)))
+    physics = state["sim"]
+    for name in ("qpos", "qvel", "act", "qacc_warmstart", "time", "actuator_kp", "actuator_kv"):
+        assert name in physics, name
+    assert physics["qacc_warmstart"].abs().sum() > 0 and (physics["time"] > 0).all()
+
+
+def test_donating_step_computes_what_the_pure_step_does(pure_env) -> None:
+    rng = make_rng(3)
+    pure = donated = pure_env.reset(rng)
+    donated = donated.clone()
+    resets = 0
+    for k in range(1, 13):  # two episodes of 5 steps and then some: resets included
+        pure, t_pure = pure_env.step(pure, actions(pure_env, k), step_rng(rng, k))
+        buffers = list(donated["sim"].values())
+        donated, t_donated = pure_env.step_(donated, actions(pure_env, k), step_rng(rng, k))
+        assert all(a is b for a, b in zip(buffers, donated["sim"].values(), strict=True)), "step_ keeps its buffers"
+        assert_same(donated, pure)
+        assert_same(t_donated, t_pure)
+        resets += int(t_pure["next", "done"].sum())
+    assert resets > 0
+
+
+def test_reset_where_touches_only_masked_envs(pure_env) -> None:
+    rng = make_rng(2)
+    state = pure_env.reset(rng)
+    for k in range(1, 3):
+        state, _ = pure_env.step(state, actions(pure_env, k), step_rng(rng, k))
     before = state.clone()
     mask = torch.tensor([False, True, False])
-    after = short_env.reset_where(state, mask, make_rng(9))
-    for key in (("obs", "policy"), ("env", "episode_step"), ("env", "velocity"), ("sim", "qpos")):
-        assert torch.equal(after[key][~mask], before[key][~mask]), key
+    after = pure_env.reset_where(state, mask, make_rng(9))
+    assert_same(state, before)  # the input is not written
+    for key in after.keys(True, True):
+        if after[key].dim() and after[key].shape[0] == 3:  # per-env entries
+            assert torch.equal(after[key][~mask], before[key][~mask]), key
+    for key in (("obs", "policy"), ("env", "episode_step"), ("env", "velocity"), ("sim", "qpos"), ("sim", "time")):
         assert not torch.equal(after[key][mask], before[key][mask]), key
+
+
+def test_actions_are_clipped_to_the_spec(pure_env) -> None:
+    rng = make_rng(4)
+    state = pure_env.reset(rng)
+    big = actions(pure_env, 1) * 1e6
+    state_big, t_big = pure_env.step(state, big, advance(rng))
+    state_clip, t_clip = pure_env.step(state, big.clamp(-1, 1), advance(rng))
+    assert_same(state_big, state_clip)
+    assert_same(t_big, t_clip)
+    assert state_big["env", "action"].abs().max() <= 1.0
+
+
+def test_wrong_action_and_mask_shapes_are_named(pure_env) -> None:
+    state = pure_env.reset(make_rng(0))
+    with pytest.raises(ValueError, match=r"action must have shape \(3, 29\), got \(3, 28\)"):
+        pure_env.step(state, torch.zeros(3, 28), make_rng(1))
+    with pytest.raises(ValueError, match=r"mask must have shape \(3,\), got \(2,\)"):
+        pure_env.reset_where(state, torch.ones(2, dtype=torch.bool), make_rng(1))
+    with pytest.raises(ValueError, match=r"mask must be a bool tensor, got torch\.float32"):
+        pure_env.reset_where(state, torch.ones(3), make_rng(1))
 
 
 def test_non_finite_action_rows_are_counted_and_zeroed(short_env) -> None:

@@ -1,4 +1,4 @@
-"""Both physics backends load G1, step it, reset by mask, and agree with each other."""
+"""Both physics backends load G1, step a state they are given, reset it by mask, and agree with each other."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from unilab.assets import G1_FLAT_SCENE
-from unilab.sim import BACKENDS, SimBackend, SimCapacityError, SimConfig, make_backend
+from unilab.sim import BACKENDS, STATE_FIELDS, SimBackend, SimCapacityError, SimConfig, make_backend
 
 NUM_WORLDS = 4
 
@@ -29,9 +29,27 @@ def pd_targets(backend: SimBackend, k: int, num_worlds: int) -> torch.Tensor:
     return (q0 + 0.3 * math.sin(2 * math.pi * k / 25)).repeat(num_worlds, 1)
 
 
-def start(backend: SimBackend, num_worlds: int) -> None:
+def start(backend: SimBackend, num_worlds: int) -> dict[str, torch.Tensor]:
+    """A fresh state with every world at ``initial_state``."""
+    state = backend.initial_state()
     qpos, qvel = initial_state(backend, num_worlds)
-    backend.reset_worlds(torch.ones(num_worlds, dtype=torch.bool), qpos, qvel)
+    backend.reset_(state, torch.ones(num_worlds, dtype=torch.bool), qpos, qvel)
+    return state
+
+
+def run(backend: SimBackend, state: dict[str, torch.Tensor], steps: int, first: int = 0) -> dict[str, torch.Tensor]:
+    for k in range(first, first + steps):
+        backend.step_(state, pd_targets(backend, k, backend.num_worlds))
+    return state
+
+
+def clone(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: value.clone() for name, value in state.items()}
+
+
+def assert_states_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    for name in STATE_FIELDS:
+        assert torch.equal(a[name], b[name]), name
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -49,61 +67,73 @@ def test_impossible_world_count() -> None:
         make_backend("mujoco", 0)
 
 
-def test_steps_and_views_have_model_shapes(backend: SimBackend) -> None:
-    start(backend, NUM_WORLDS)
-    before = backend.qpos.clone()
-    for k in range(5):
-        backend.set_ctrl(pd_targets(backend, k, NUM_WORLDS))
-        backend.step()
+def test_state_carries_the_declared_fields(backend: SimBackend) -> None:
+    state = backend.initial_state()
     m = backend.model
-    assert backend.qpos.shape == (NUM_WORLDS, m.nq)
-    assert backend.xpos.shape == (NUM_WORLDS, m.nbody, 3)
-    assert backend.xquat.shape == (NUM_WORLDS, m.nbody, 4)
-    assert backend.sensordata.shape == (NUM_WORLDS, m.nsensordata)
-    assert torch.isfinite(backend.qpos).all() and torch.isfinite(backend.sensordata).all()
-    assert not torch.equal(before, backend.qpos)
+    assert tuple(state) == STATE_FIELDS
+    for name, shape in backend.state_spec().items():
+        assert state[name].shape == (NUM_WORLDS, *shape) and state[name].dtype == torch.float32, name
+    assert state["qpos"].shape == (NUM_WORLDS, m.nq) and state["xquat"].shape == (NUM_WORLDS, m.nbody, 4)
+    torch.testing.assert_close(state["actuator_kp"][0], torch.tensor(m.actuator_gainprm[:, 0], dtype=torch.float32))
+
+
+def test_steps_write_the_state_with_model_shapes(backend: SimBackend) -> None:
+    state = start(backend, NUM_WORLDS)
+    before = state["qpos"].clone()
+    run(backend, state, 5)
+    assert torch.isfinite(state["qpos"]).all() and torch.isfinite(state["sensordata"]).all()
+    assert not torch.equal(before, state["qpos"])
+    assert state["qacc_warmstart"].abs().sum() > 0, "the solver's warm start is carried in the state"
+    torch.testing.assert_close(state["time"], torch.full((NUM_WORLDS,), 5 * backend.control_dt), atol=1e-5, rtol=0)
     # Derived quantities describe the current qpos: the pelvis body sits at the free joint's position.
-    torch.testing.assert_close(backend.xpos[:, 1], backend.qpos[:, :3], atol=1e-5, rtol=0)
+    torch.testing.assert_close(state["xpos"][:, 1], state["qpos"][:, :3], atol=1e-5, rtol=0)
+
+
+def test_a_step_depends_only_on_its_state(backend: SimBackend) -> None:
+    """A saved state, stepped after the backend has stepped another state, continues bit for bit."""
+    a = run(backend, start(backend, NUM_WORLDS), 3)
+    saved = clone(a)
+    run(backend, a, 4, first=3)
+    other = run(backend, start(backend, NUM_WORLDS), 7)  # the backend's own buffers now hold something else
+    assert not torch.equal(other["qpos"], saved["qpos"])
+    run(backend, saved, 4, first=3)
+    assert_states_equal(saved, a)
 
 
 def test_masked_reset_touches_exactly_the_masked_worlds(backend: SimBackend) -> None:
-    start(backend, NUM_WORLDS)
-    for k in range(3):
-        backend.set_ctrl(pd_targets(backend, k, NUM_WORLDS))
-        backend.step()
-    snapshot = {k: getattr(backend, k).clone() for k in ("qpos", "qvel", "xpos", "sensordata")}
+    state = run(backend, start(backend, NUM_WORLDS), 3)
+    snapshot = clone(state)
     mask = torch.tensor([True, False, True, False])
     new_qpos = torch.tensor(backend.model.key_qpos[0], dtype=torch.float32).repeat(NUM_WORLDS, 1)
     new_qpos[:, 0] = torch.arange(NUM_WORLDS, dtype=torch.float32) + 10.0
     new_qvel = torch.full((NUM_WORLDS, backend.model.nv), 0.25)
-    backend.reset_worlds(mask.to(backend.device), new_qpos, new_qvel)
+    backend.reset_(state, mask, new_qpos, new_qvel)
     for key, old in snapshot.items():
-        now = getattr(backend, key)
-        assert torch.equal(now[~mask], old[~mask]), f"{key} of an unmasked world changed"
-    torch.testing.assert_close(backend.qpos[mask], new_qpos[mask])
-    torch.testing.assert_close(backend.qvel[mask], new_qvel[mask])
-    torch.testing.assert_close(backend.xpos[mask, 1, 0], new_qpos[mask, 0])
+        assert torch.equal(state[key][~mask], old[~mask]), f"{key} of an unmasked world changed"
+    torch.testing.assert_close(state["qpos"][mask], new_qpos[mask])
+    torch.testing.assert_close(state["qvel"][mask], new_qvel[mask])
+    torch.testing.assert_close(state["xpos"][mask, 1, 0], new_qpos[mask, 0])
+    assert not state["qacc_warmstart"][mask].any() and not state["time"][mask].any()
 
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_worlds_stepped_together_equal_each_stepped_alone(name: str) -> None:
     together = make_backend(name, 3, device="cpu")
-    start(together, 3)
+    state = start(together, 3)
     qpos, qvel = initial_state(together, 3)
+    single = make_backend(name, 1, device="cpu")
     alone = []
     for i in range(3):
-        single = make_backend(name, 1, device="cpu")
-        single.reset_worlds(torch.ones(1, dtype=torch.bool), qpos[i : i + 1], qvel[i : i + 1])
-        alone.append(single)
+        one = single.initial_state()
+        single.reset_(one, torch.ones(1, dtype=torch.bool), qpos[i : i + 1], qvel[i : i + 1])
+        alone.append(one)
     for k in range(10):
-        together.set_ctrl(pd_targets(together, k, 3))
-        together.step()
-        for single in alone:
-            single.set_ctrl(pd_targets(single, k, 1))
-            single.step()
-    for i, single in enumerate(alone):
-        torch.testing.assert_close(together.qpos[i], single.qpos[0], atol=1e-6, rtol=0)
-        torch.testing.assert_close(together.qvel[i], single.qvel[0], atol=1e-5, rtol=0)
+        together.step_(state, pd_targets(together, k, 3))
+        for one in alone:  # one backend, three states stepped in turn
+            single.step_(one, pd_targets(single, k, 1))
+    for i, one in enumerate(alone):
+        torch.testing.assert_close(state["qpos"][i], one["qpos"][0], atol=1e-6, rtol=0)
+        torch.testing.assert_close(state["qvel"][i], one["qvel"][0], atol=1e-5, rtol=0)
 
 
 def test_backends_agree_over_50_control_steps() -> None:
@@ -115,64 +145,53 @@ def test_backends_agree_over_50_control_steps() -> None:
     integrator setting shows up as errors of 1e-2 and more within a few steps.
     """
     pair = {name: make_backend(name, NUM_WORLDS, device="cpu") for name in BACKENDS}
-    for b in pair.values():
-        start(b, NUM_WORLDS)
-    for k in range(50):
-        for b in pair.values():
-            b.set_ctrl(pd_targets(b, k, NUM_WORLDS))
-            b.step()
-    warp_, ref = pair["mjwarp"], pair["mujoco"]
-    torch.testing.assert_close(warp_.qpos, ref.qpos, atol=2e-4, rtol=0)
-    torch.testing.assert_close(warp_.qvel, ref.qvel, atol=3e-3, rtol=0)
-    torch.testing.assert_close(warp_.xpos, ref.xpos, atol=2e-4, rtol=0)
-    torch.testing.assert_close(warp_.sensordata, ref.sensordata, atol=3e-3, rtol=0)
+    states = {name: run(b, start(b, NUM_WORLDS), 50) for name, b in pair.items()}
+    warp_, ref = states["mjwarp"], states["mujoco"]
+    torch.testing.assert_close(warp_["qpos"], ref["qpos"], atol=2e-4, rtol=0)
+    torch.testing.assert_close(warp_["qvel"], ref["qvel"], atol=3e-3, rtol=0)
+    torch.testing.assert_close(warp_["xpos"], ref["xpos"], atol=2e-4, rtol=0)
+    torch.testing.assert_close(warp_["sensordata"], ref["sensordata"], atol=3e-3, rtol=0)
     # The trajectory was not trivial: some robots fell well below the stand height.
-    assert ref.qpos[:, 2].min() < 0.5
+    assert ref["qpos"][:, 2].min() < 0.5
 
 
 def test_wrong_shape_ctrl_is_named(backend: SimBackend) -> None:
     with pytest.raises(ValueError, match=r"ctrl must have shape \(4, 29\).*got \(4, 28\)"):
-        backend.set_ctrl(torch.zeros(NUM_WORLDS, 28))
+        backend.step_(backend.initial_state(), torch.zeros(NUM_WORLDS, 28))
 
 
-def test_non_finite_ctrl_names_the_rows(backend: SimBackend) -> None:
-    ctrl = torch.zeros(NUM_WORLDS, backend.model.nu)
-    ctrl[1, 3] = float("nan")
-    ctrl[3, 0] = float("inf")
-    with pytest.raises(ValueError, match=r"non-finite values in world rows \[1, 3\]"):
-        backend.set_ctrl(ctrl)
+def test_malformed_state_is_named(backend: SimBackend) -> None:
+    state = backend.initial_state()
+    del state["qacc_warmstart"]
+    with pytest.raises(ValueError, match="physics state has no 'qacc_warmstart' field"):
+        backend.step_(state, pd_targets(backend, 0, NUM_WORLDS))
+    state = backend.initial_state()
+    state["qvel"] = state["qvel"][:, :10]
+    with pytest.raises(ValueError, match=r"field 'qvel' must be float32 \(4, 35\)"):
+        backend.step_(state, pd_targets(backend, 0, NUM_WORLDS))
 
 
 def test_bad_reset_mask_is_named(backend: SimBackend) -> None:
     qpos, qvel = initial_state(backend, NUM_WORLDS)
     with pytest.raises(ValueError, match="mask must be a bool tensor"):
-        backend.reset_worlds(torch.ones(NUM_WORLDS), qpos, qvel)
+        backend.reset_(backend.initial_state(), torch.ones(NUM_WORLDS), qpos, qvel)
 
 
 def test_per_world_gains_change_only_their_world(backend: SimBackend) -> None:
-    default_kp, default_kv = backend.actuator_kp.clone(), backend.actuator_kv.clone()
-    start(backend, NUM_WORLDS)
-    scale = torch.tensor([1.0, 0.5, 1.0, 1.0]).unsqueeze(-1)
-    backend.set_actuator_gains(default_kp * scale, default_kv * scale)
-    torch.testing.assert_close(backend.actuator_kp[1], default_kp[1] * 0.5)
-    torch.testing.assert_close(backend.actuator_kv[1], default_kv[1] * 0.5)
-    reference = make_backend(backend.name, NUM_WORLDS, device="cpu")
-    start(reference, NUM_WORLDS)
-    for k in range(5):
-        for b in (backend, reference):
-            b.set_ctrl(pd_targets(b, k, NUM_WORLDS))
-            b.step()
+    reference = start(backend, NUM_WORLDS)
+    weak = clone(reference)
+    for name in ("actuator_kp", "actuator_kv"):
+        weak[name][1] *= 0.5
+    run(backend, reference, 5)
+    run(backend, weak, 5)
     same = [0, 2, 3]
-    torch.testing.assert_close(backend.qpos[same], reference.qpos[same], atol=1e-6, rtol=0)
-    assert (backend.qpos[1] - reference.qpos[1]).abs().max() > 1e-3
-    backend.set_actuator_gains(default_kp, default_kv)
+    assert torch.equal(weak["qpos"][same], reference["qpos"][same])
+    assert (weak["qpos"][1] - reference["qpos"][1]).abs().max() > 1e-3
 
 
 def test_mjwarp_overflow_is_counted_and_raised() -> None:
     tight = make_backend("mjwarp", 2, device="cpu", config=SimConfig(nconmax=2, njmax=20))
-    start(tight, 2)
-    tight.set_ctrl(pd_targets(tight, 0, 2))
-    tight.step()
+    run(tight, start(tight, 2), 1)
     counts = tight.overflow_counts()
     assert counts["contacts"] > 0 and counts["constraints"] > 0
     with pytest.raises(SimCapacityError, match="nconmax"):
@@ -183,20 +202,22 @@ def test_mujoco_overflow_is_counted_and_raised() -> None:
     spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
     spec.memory = 60_000  # bytes of arena: too little for the constraints of a standing G1
     tight = make_backend("mujoco", 2, config=SimConfig(), model=spec.compile())
-    start(tight, 2)
-    tight.set_ctrl(pd_targets(tight, 0, 2))
-    tight.step()
+    run(tight, start(tight, 2), 1)
     assert tight.overflow_counts()["constraints"] > 0
     with pytest.raises(SimCapacityError):
         tight.check_capacity()
 
 
 def test_default_capacity_holds_a_standing_robot(backend: SimBackend) -> None:
-    start(backend, NUM_WORLDS)
-    for k in range(10):
-        backend.set_ctrl(pd_targets(backend, k, NUM_WORLDS))
-        backend.step()
+    run(backend, start(backend, NUM_WORLDS), 10)
     backend.check_capacity()
+
+
+def test_models_with_state_the_backend_does_not_carry_are_refused() -> None:
+    spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
+    spec.worldbody.add_body(name="target", mocap=True)
+    with pytest.raises(ValueError, match="does not carry mocap bodies"):
+        make_backend("mujoco", 1, model=spec.compile())
 
 
 @pytest.mark.gpu
@@ -206,29 +227,29 @@ def test_captured_step_replays_like_eager() -> None:
     Contact and solver kernels accumulate with atomics, so two GPU runs differ in the last
     bits and falling robots amplify that; a short horizon keeps the comparison sharp.
     """
-    eager = make_backend("mjwarp", 64, device="cuda")
-    graphed = make_backend("mjwarp", 64, device="cuda")
-    for b in (eager, graphed):
-        qpos, qvel = initial_state(b, 64)
-        b.reset_worlds(torch.ones(64, dtype=torch.bool, device="cuda"), qpos.cuda(), qvel.cuda())
-        b.set_ctrl(pd_targets(b, 0, 64).cuda())
+    backend = make_backend("mjwarp", 64, device="cuda")
+    qpos, qvel = initial_state(backend, 64)
+    everyone = torch.ones(64, dtype=torch.bool, device="cuda")
+    eager, graphed = backend.initial_state(), backend.initial_state()
+    for state in (eager, graphed):
+        backend.reset_(state, everyone, qpos.cuda(), qvel.cuda())
+    ctrl = pd_targets(backend, 0, 64).cuda()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        graphed.step()  # warm-up: loads kernels outside the capture
+        backend.step_(graphed, ctrl)  # warm-up: loads kernels outside the capture
     torch.cuda.current_stream().wait_stream(side)
-    eager.step()
+    backend.step_(eager, ctrl)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        graphed.step()
+        backend.step_(graphed, ctrl)
     # Capture records without running: the graphed world is still one step in.
     for k in range(1, 5):
-        target = pd_targets(eager, k, 64).cuda()
-        eager.set_ctrl(target)
-        eager.step()
-        graphed.ctrl.copy_(target)
+        target = pd_targets(backend, k, 64).cuda()
+        backend.step_(eager, target)  # the same backend, another state, between replays
+        ctrl.copy_(target)
         graph.replay()
     torch.cuda.synchronize()
-    torch.testing.assert_close(graphed.qpos, eager.qpos, atol=1e-4, rtol=0)
-    torch.testing.assert_close(graphed.sensordata, eager.sensordata, atol=1e-3, rtol=0)
-    graphed.check_capacity()
+    torch.testing.assert_close(graphed["qpos"], eager["qpos"], atol=1e-4, rtol=0)
+    torch.testing.assert_close(graphed["sensordata"], eager["sensordata"], atol=1e-3, rtol=0)
+    backend.check_capacity()

@@ -82,3 +82,38 @@ def test_seeding_reproduces_a_rollout(env) -> None:
     torch.manual_seed(0)
     b = env.rollout(3, break_when_any_done=False)
     torch.testing.assert_close(a["next", "policy"], b["next", "policy"])
+
+
+def _policy(td):
+    """A deterministic policy, so rollouts from one snapshot differ only if the env does."""
+    return td.set("action", torch.tanh(td["policy"][:, :29]))
+
+
+def test_snapshot_restore_replays_and_branches_are_independent(env) -> None:
+    env.reset()
+    env.rollout(3, _policy, break_when_any_done=False)
+    snapshot = env.get_state()
+    first = env.rollout(8, _policy, break_when_any_done=False, auto_reset=False, tensordict=env.set_state(snapshot))
+    assert first["next", "done"].any(), "the rollout crosses an auto-reset"
+    other = env.get_state()
+    kept = other.clone()
+    again = env.rollout(8, _policy, break_when_any_done=False, auto_reset=False, tensordict=env.set_state(snapshot))
+    for key in ("policy", ("next", "policy"), ("next", "reward"), ("next", "done")):
+        assert torch.equal(again[key], first[key]), key
+    assert torch.equal(env.state["sim", "qpos"], other["core", "sim", "qpos"])  # the replay ends where it did
+    # A branch with other actions goes elsewhere, and writes nothing of the branch it left.
+    flipped = env.rollout(
+        8,
+        lambda td: _policy(td).set("action", -td["action"]),
+        break_when_any_done=False,
+        auto_reset=False,
+        tensordict=env.set_state(snapshot),
+    )
+    assert not torch.equal(flipped["next", "policy"], first["next", "policy"])
+    assert (other == kept).all()
+
+
+def test_set_state_refuses_what_is_not_a_snapshot(env) -> None:
+    env.reset()
+    with pytest.raises(ValueError, match=r"not an env snapshot: it has no \['rng', 'pending'\]"):
+        env.set_state(TensorDict({"core": env.state}, batch_size=[]))

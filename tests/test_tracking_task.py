@@ -37,11 +37,17 @@ def _place_on_reference(env, state, frames: torch.Tensor):
     """Robot exactly on the reference at ``frames``, pointer there, no action history."""
     motion = _motion(env)
     ref = tracking.reference_root_state(motion, frames, torch.zeros(N, 41))
-    env.sim.reset_worlds(torch.ones(N, dtype=torch.bool), ref["qpos"], ref["qvel"])
+    state = _teleport(env, state, ref["qpos"], ref["qvel"])
     pointer = torch.stack((frames, tracking.clip_last_frame(motion, frames)), dim=-1).float()
     zeros = torch.zeros(N, 29)
-    state = apply_updates(state, {("env", "motion"): pointer, ("env", "action"): zeros, ("env", "prev_action"): zeros})
-    return env._with_views(state)
+    return apply_updates(state, {("env", "motion"): pointer, ("env", "action"): zeros, ("env", "prev_action"): zeros})
+
+
+def _teleport(env, state, qpos: torch.Tensor, qvel: torch.Tensor):
+    """``state`` with every robot moved to ``qpos``/``qvel`` (physics of a copy, so ``state`` is kept)."""
+    physics = {name: value.clone() for name, value in state["sim"].items()}
+    env.sim.reset_(physics, torch.ones(N, dtype=torch.bool), qpos, qvel)
+    return apply_updates(state, {("sim", name): value for name, value in physics.items()})
 
 
 def _action_to_reach(env, frames: torch.Tensor) -> torch.Tensor:
@@ -103,8 +109,7 @@ def test_failure_terminates_and_feeds_the_sampling_ema(env) -> None:
     state = _place_on_reference(env, env.reset(rng), torch.tensor([25, 75, 260, 480]))
     qpos = state["sim", "qpos"].clone()
     qpos[1, 2] -= 0.6  # env 1: torso far below the reference
-    env.sim.reset_worlds(torch.ones(N, dtype=torch.bool), qpos, state["sim", "qvel"])
-    state = env._with_views(state)
+    state = _teleport(env, state, qpos, state["sim", "qvel"])
     terminated, _ = env.terminations.compute(state, env.ctx)
     assert terminated.tolist() == [False, True, False, False]
     update = tracking.failure_ema(state, env.ctx, terminated, **env.task.curricula["adaptive_sampling"].params)

@@ -42,8 +42,12 @@ def test_reset_state_matches_the_reset_rules(env) -> None:
     q = state["sim", "qpos"]
     assert (q[:, :2].abs() <= 0.5).all()
     torch.testing.assert_close(q[:, 2], torch.full((4,), 0.754), atol=1e-6, rtol=0)
-    assert (state["env", "kp_scale"] >= 0.9).all() and (state["env", "kp_scale"] <= 1.1).all()
-    torch.testing.assert_close(env.sim.actuator_kp, env.ctx.default_kp * state["env", "kp_scale"])
+    kp_scale = state["sim", "actuator_kp"] / env.ctx.default_kp
+    kv_scale = state["sim", "actuator_kv"] / env.ctx.default_kv
+    for scale in (kp_scale, kv_scale):  # one scalar per env, the same for every joint, within the range
+        assert (scale >= 0.9 - 1e-6).all() and (scale <= 1.1 + 1e-6).all()
+        torch.testing.assert_close(scale, scale[:, :1].expand_as(scale))
+    assert not torch.equal(kp_scale[:, 0], kv_scale[:, 0])
 
 
 def test_velocity_command_ranges_and_deadzone(env) -> None:

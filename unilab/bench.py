@@ -26,17 +26,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _stand(backend: SimBackend, seed: int) -> None:
-    """Every world at the stand keyframe, with a small random root velocity so worlds differ."""
+def _stand(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
+    """A state with every world at the stand keyframe and a small random root velocity, so worlds differ."""
     gen = torch.Generator().manual_seed(seed)
     n, model = backend.num_worlds, backend.model
     qpos = torch.tensor(model.key_qpos[0], dtype=torch.float32).expand(n, -1)
     qvel = torch.zeros(n, model.nv)
     qvel[:, :6] = torch.rand(n, 6, generator=gen) - 0.5
+    state = backend.initial_state()
     mask = torch.ones(n, dtype=torch.bool)
-    backend.reset_worlds(mask.to(backend.device), qpos.to(backend.device), qvel.to(backend.device))
-    ctrl = torch.tensor(model.key_ctrl[0], dtype=torch.float32).expand(n, -1)
-    backend.set_ctrl(ctrl.to(backend.device))
+    backend.reset_(state, mask.to(backend.device), qpos.to(backend.device), qvel.to(backend.device))
+    return state
 
 
 def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.device) -> float:
@@ -48,31 +48,35 @@ def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.devi
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def _captured_step(backend: SimBackend) -> Callable[[], None]:
-    """Record one control step in a CUDA graph (warm-up on a side stream first) and return its replay."""
-    side = torch.cuda.Stream(backend.device)
-    side.wait_stream(torch.cuda.current_stream(backend.device))
+def _captured(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
+    """Record ``step`` in a CUDA graph (warm-up on a side stream first) and return its replay."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for _ in range(3):
-            backend.step()
-    torch.cuda.current_stream(backend.device).wait_stream(side)
+            step()
+    torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        backend.step()
+        step()
     return graph.replay
 
 
 def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig) -> dict:
     backend = make_backend(sim, num_envs, device=device, config=config)
     dev = backend.device
-    _stand(backend, seed=0)
-    backend.step()  # first launch compiles/loads kernels
-    eager = _rate(backend.step, steps, num_envs, dev)
+    ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=dev).expand(num_envs, -1).contiguous()
+    state = _stand(backend, seed=0)
+
+    def step() -> None:
+        backend.step_(state, ctrl)
+
+    step()  # first launch compiles/loads kernels
+    eager = _rate(step, steps, num_envs, dev)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
-        _stand(backend, seed=0)
-        replay = _captured_step(backend)
-        _stand(backend, seed=0)
+        state = _stand(backend, seed=0)
+        replay = _captured(step, dev)
         captured = _rate(replay, steps, num_envs, dev)
     backend.check_capacity()
     return {

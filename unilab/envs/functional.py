@@ -1,5 +1,14 @@
 """The functional env: ``reset(rng) -> state`` and ``step(state, action, rng) -> (state, transition)``.
 
+Both are pure: the input state is never written, and the result depends only on the
+arguments. The state TensorDict holds everything needed to continue bit for bit, the
+physics included (``state["sim"]``: positions, velocities, solver warm start, time,
+actuator gains and the quantities derived from them), so a state can be saved,
+restored and branched. ``step_`` is the donating variant for the hot path: it may write
+the new physics state into the input state's ``sim`` tensors instead of copies, so a
+runner stepping one static state in a CUDA graph allocates nothing; on the same
+arguments it computes exactly what ``step`` does.
+
 One code path for every backend and for eager, compiled and graph-captured execution:
 term math is torch on fixed shapes, resets are masks, randomness comes from ``rng``, and
 physics enters through the opaque ops of ``unilab.sim.ops``. The returned state holds
@@ -35,7 +44,7 @@ _RESET_STREAM = rnglib.stream_id("reset")
 
 
 class FunctionalEnv:
-    """Composes a task's managers over a physics backend; holds no mutable episode state."""
+    """Composes a task's managers over a physics backend; holds no episode state of its own."""
 
     def __init__(self, task: TaskConfig, sim: SimBackend) -> None:
         task = place_on_device(task, sim.device)
@@ -46,7 +55,6 @@ class FunctionalEnv:
         max_steps = round(task.episode_length_s / sim.control_dt)
         self.ctx = EnvContext.from_model(sim.model, sim.num_worlds, sim.device, sim.control_dt, max_steps)
         self._handle = ops.register(sim)
-        self._views = ops.state_views(sim)
         self.action_dim = sim.model.nu
         self.commands = CommandManager(task.commands)
         self.events = EventManager(task.events)
@@ -65,8 +73,6 @@ class FunctionalEnv:
             "episode_step": torch.zeros(n, dtype=torch.int64, device=dev),
             "action": torch.zeros(n, self.action_dim, device=dev),
             "prev_action": torch.zeros(n, self.action_dim, device=dev),
-            "kp_scale": torch.ones(n, 1, device=dev),
-            "kv_scale": torch.ones(n, 1, device=dev),
             **self.commands.initial_state(self.ctx),
             **self.events.initial_state(self.ctx),
         }
@@ -74,7 +80,7 @@ class FunctionalEnv:
         task.update(self.curricula.initial_state(self.ctx))
         return TensorDict(
             {
-                "sim": TensorDict(dict(self._views), batch_size=[n], device=dev),
+                "sim": TensorDict(self.sim.initial_state(), batch_size=[n], device=dev),
                 "env": TensorDict(env, batch_size=[n], device=dev),
                 "task": TensorDict(task, batch_size=[], device=dev),
             },
@@ -82,14 +88,24 @@ class FunctionalEnv:
             device=dev,
         )
 
-    def _with_views(self, state: TensorDict) -> TensorDict:
-        """Point the ``sim`` entries back at the physics buffers the ops just wrote."""
-        return apply_updates(state, {("sim", k): v for k, v in self._views.items()})
+    @staticmethod
+    def _with_own_physics(state: TensorDict) -> TensorDict:
+        """A shallow copy of ``state`` whose physics tensors are fresh copies, for the in-place sim ops to write."""
+        return apply_updates(state, {("sim", name): value.clone() for name, value in state["sim"].items()})
+
+    def _check_rows(self, what: str, value: torch.Tensor, shape: tuple[int, ...]) -> None:
+        """Shapes are static, so this check costs nothing under ``torch.compile`` or in a CUDA graph."""
+        if tuple(value.shape) != shape:
+            raise ValueError(f"{what} must have shape {shape}, got {tuple(value.shape)}")
 
     # -- reset ---------------------------------------------------------------------------
 
     def _reset_envs(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
-        """Reset events, command resampling and bookkeeping for the masked envs; physics last."""
+        """Reset events, command resampling and bookkeeping for the masked envs; physics last.
+
+        Writes the physics tensors of ``state`` in place (the callers own them); every other entry is replaced.
+        """
+        physics = dict(state["sim"].items())
         rng = rnglib.fold(rng, _RESET_STREAM)
         state = self.events.reset(state, self.ctx, mask, rng)
         state = self.commands.resample(state, self.ctx, mask, rng)
@@ -103,10 +119,19 @@ class FunctionalEnv:
             },
             mask,
         )
-        kp = self.ctx.default_kp * state["env", "kp_scale"]
-        kv = self.ctx.default_kv * state["env", "kv_scale"]
-        ops.sim_reset(self._handle, mask, state["sim", "qpos"], state["sim", "qvel"], kp, kv, *self._views.values())
-        return self._with_views(state)
+        # Events return new tensors for the physics entries they set; positions go through the reset op,
+        # anything else (actuator gains) is written into the owned tensors here.
+        for name, owned in physics.items():
+            value = state["sim", name]
+            if name not in ("qpos", "qvel") and value is not owned:
+                owned.copy_(value)
+        ops.sim_reset_(self._handle, physics, mask, state["sim", "qpos"], state["sim", "qvel"])
+        return apply_updates(state, {("sim", name): value for name, value in physics.items()})
+
+    def _check_mask(self, mask: torch.Tensor) -> None:
+        if mask.dtype != torch.bool:
+            raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+        self._check_rows("mask", mask, (self.num_envs,))
 
     def reset(self, rng: torch.Tensor) -> TensorDict:
         """All envs from scratch; the state carries their first observations under ``"obs"``."""
@@ -118,23 +143,30 @@ class FunctionalEnv:
         return state
 
     def reset_where(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
-        """Reset only the masked envs (others keep their state and observation)."""
-        state = self._reset_envs(state, mask, rng)
+        """Reset only the masked envs (others keep their state and observation); ``state`` is not written."""
+        self._check_mask(mask)
+        state = self._reset_envs(self._with_own_physics(state), mask, rng)
         obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
         return apply_updates(state, {("obs", k): v for k, v in obs.items()}, mask)
 
     # -- step ----------------------------------------------------------------------------
 
     def step(self, state: TensorDict, action: torch.Tensor, rng: torch.Tensor) -> tuple[TensorDict, TensorDict]:
-        """Apply ``action`` (N, nu) in [-1, 1] for one control step, auto-resetting finished envs.
+        """Apply ``action`` (N, nu) for one control step, auto-resetting finished envs; ``state`` is not written.
 
-        Non-finite action rows are replaced by zeros and counted in
-        ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here).
+        Actions are clipped to [-1, 1], the action spec. Non-finite action rows are replaced by zeros and
+        counted in ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here).
         """
+        return self.step_(self._with_own_physics(state), action, rng)
+
+    def step_(self, state: TensorDict, action: torch.Tensor, rng: torch.Tensor) -> tuple[TensorDict, TensorDict]:
+        """``step`` that donates ``state``: the new physics state is written into ``state["sim"]``'s tensors,
+        which the returned state shares. ``state`` must not be used afterwards, except through the result."""
+        self._check_rows("action", action, (self.num_envs, self.action_dim))
         ctx = self.ctx
         step_rng = rnglib.fold(rng, _STEP_STREAM)
         bad = ~torch.isfinite(action).all(dim=-1)
-        action = torch.where(bad.unsqueeze(-1), 0.0, action)
+        action = torch.where(bad.unsqueeze(-1), 0.0, action).clamp(-1.0, 1.0)
         state = apply_updates(
             state,
             {
@@ -145,8 +177,7 @@ class FunctionalEnv:
         )
         state = self.commands.advance(state, ctx)
         targets = ctx.default_joint_pos + self.task.action.scale * action
-        ops.sim_step(self._handle, targets, *self._views.values())
-        state = self._with_views(state)
+        ops.sim_step_(self._handle, state["sim"], targets)
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 
         terminated, truncated = self.terminations.compute(state, ctx)

@@ -1,7 +1,8 @@
 """Runs the functional env step in place on static buffers: one CUDA graph per step on GPU.
 
 The runner owns the state; each call advances it by one step (policy included, when
-given) and returns the transition. On CUDA the whole step is recorded once in a torch
+given) through the env's donating ``step_``, so the physics is written straight into the
+state's tensors, and returns the transition. On CUDA the whole step is recorded once in a torch
 CUDA graph and replayed, so a step costs one graph launch and no host sync. On CPU the
 same in-place code runs eagerly (optionally through ``torch.compile``), which is how the
 CPU tests exercise it.
@@ -62,8 +63,8 @@ class EnvRunner:
         self.rng.copy_(rng)
         obs = self.state["obs"].clone()  # the static state is overwritten below
         action = self.policy(obs) if self.policy is not None else self.action
-        new_state, transition = self.env.step(self.state, action, rng)
-        # Physics tensors were written in place by the sim ops; copy the rest into the static state.
+        new_state, transition = self.env.step_(self.state, action, rng)
+        # step_ wrote the physics into the static state's own tensors; copy the rest over.
         self.state.exclude("sim").update_(new_state.exclude("sim"))
         transition.update(obs)
         transition.set("action", action)
@@ -82,13 +83,9 @@ class EnvRunner:
             self._out = self._fn()
 
     def reset(self, seed: int) -> None:
-        """Back to the state a new runner with ``seed`` starts from, in place, so a captured graph stays valid.
-
-        Physics buffers are rewritten in place by the env's reset; the rest of the state is copied over.
-        """
+        """Back to the state a new runner with ``seed`` starts from, in place, so a captured graph stays valid."""
         self.rng.copy_(make_rng(seed, self.env.device))
-        fresh = self.env.reset(self.rng)
-        self.state.exclude("sim").update_(fresh.exclude("sim"))
+        self.state.update_(self.env.reset(self.rng))
 
     def step(self) -> TensorDict:
         """Advance every env by one control step; returns the transition (static buffers on CUDA)."""

@@ -8,6 +8,12 @@ TorchRL issues for those envs returns their cached first observation without mor
 
 This eager path checks actions on the host and raises on non-finite rows; training uses
 the graph-captured runner, which counts them on device instead.
+
+It steps with the functional env's pure ``step``, so a state it has passed through is
+never written again: ``get_state()`` is a snapshot (the functional state, the RNG and
+which envs were just auto-reset) and ``set_state(snapshot)`` continues from it, as often
+as wanted. Stepping on from the same snapshot with the same actions gives the same
+results; two snapshots evolve independently.
 """
 
 from __future__ import annotations
@@ -47,8 +53,27 @@ class UniLabEnv(EnvBase):
 
     @property
     def state(self) -> TensorDict | None:
-        """The functional state of the last step or reset (read-only use)."""
+        """The functional state of the last step or reset (never written afterwards)."""
         return self._state
+
+    def get_state(self) -> TensorDict:
+        """A snapshot to hand to ``set_state``: the functional state, the RNG and the pending auto-resets."""
+        if self._state is None:
+            raise RuntimeError("call reset() before get_state()")
+        return TensorDict({"core": self._state, "rng": self._rng, "pending": self._pending}, batch_size=[])
+
+    def set_state(self, snapshot: TensorDictBase) -> TensorDictBase:
+        """Continue from a ``get_state`` snapshot; returns its observation, as ``reset`` would, to start a rollout
+        from (``env.rollout(n, auto_reset=False, tensordict=td)``)."""
+        missing = [key for key in ("core", "rng", "pending") if key not in snapshot]
+        if missing:
+            raise ValueError(f"not an env snapshot: it has no {missing} (take one with get_state())")
+        core = snapshot["core"]
+        if core["obs", "policy"].shape != (self.core.num_envs, self.core.obs_dims["policy"]):
+            raise ValueError(f"snapshot is of another env: policy observation {tuple(core['obs', 'policy'].shape)}")
+        self._state, self._rng, self._pending = core, snapshot["rng"], snapshot["pending"]
+        no = torch.zeros(self.batch_size, dtype=torch.bool, device=self.device)
+        return TensorDict({**core["obs"].to_dict(), **self._flags(no, no, no)}, batch_size=self.batch_size)
 
     def _next_rng(self) -> torch.Tensor:
         self._rng = advance(self._rng)
@@ -65,12 +90,12 @@ class UniLabEnv(EnvBase):
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if self._state is None or mask is None:
             self._state = self.core.reset(self._next_rng())
-            self._pending.zero_()
+            self._pending = torch.zeros_like(self._pending)
         else:
             mask = mask.reshape(self.batch_size)
             # Envs that ended at the last step were reset inside it; reset only the others.
             self._state = self.core.reset_where(self._state, mask & ~self._pending, self._next_rng())
-            self._pending &= ~mask
+            self._pending = self._pending & ~mask
         obs = self._state["obs"]
         no = torch.zeros(self.batch_size, dtype=torch.bool, device=self.device)
         return TensorDict({**obs.to_dict(), **self._flags(no, no, no)}, batch_size=self.batch_size)
@@ -84,7 +109,7 @@ class UniLabEnv(EnvBase):
             raise ValueError(f"non-finite action in env rows {bad.nonzero().flatten().tolist()}")
         self._state, transition = self.core.step(self._state, action, self._next_rng())
         nxt = transition["next"]
-        self._pending = nxt["done"].clone()
+        self._pending = nxt["done"]
         return TensorDict(
             {
                 **{group: nxt[group] for group in self.core.obs_dims},

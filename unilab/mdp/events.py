@@ -38,6 +38,9 @@ def reset_to_default_pose(
 def scale_pd_gains(
     state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
 ) -> dict:
-    """Independent per-env scalars for kp and kd, applied to every joint."""
+    """The robot's default kp and kd, each times an independent per-env scalar."""
     scales = uniform(rng, 0, (ctx.num_envs, 2), *scale_range)
-    return {("env", "kp_scale"): scales[:, :1], ("env", "kv_scale"): scales[:, 1:]}
+    return {
+        ("sim", "actuator_kp"): ctx.default_kp * scales[:, :1],
+        ("sim", "actuator_kv"): ctx.default_kv * scales[:, 1:],
+    }

@@ -8,17 +8,19 @@ import mujoco
 import torch
 
 from unilab.assets import G1_FLAT_SCENE
-from unilab.sim.base import Capabilities, SimBackend, SimCapacityError, SimConfig, SimError
+from unilab.sim.base import STATE_FIELDS, Capabilities, SimBackend, SimCapacityError, SimConfig, SimError, SimState
 
 BACKENDS = ("mjwarp", "mujoco")
 
 __all__ = [
     "BACKENDS",
+    "STATE_FIELDS",
     "Capabilities",
     "SimBackend",
     "SimCapacityError",
     "SimConfig",
     "SimError",
+    "SimState",
     "default_backend",
     "load_model",
     "make_backend",

@@ -1,19 +1,34 @@
 """The physics interface every backend implements, and the errors it raises.
 
-A backend owns ``num_worlds`` copies of one MuJoCo model and exposes their state as
-torch tensors of fixed storage (``qpos``, ``qvel``, ``ctrl``, body and site poses,
-sensors). Envs read and write those tensors and call ``step``/``reset_worlds``; they
-never touch a backend's internals, so the same env code runs on every backend.
+A backend is an operation over a physics state that the caller owns: a mapping of
+per-world tensors laid out as ``state_spec`` says. ``step_`` and ``reset_`` write their
+results into the tensors they are given and read nothing else that changes from call to
+call, so two callers can hold two states and step them through one backend in any
+order. Everything MuJoCo carries from one step to the next is in the state: ``qpos``,
+``qvel``, ``act`` (empty for models without actuator activations), the solver's
+``qacc_warmstart`` and ``time``; with them the per-world actuator gains; and the
+quantities derived from them that tasks read (body and site poses, velocities,
+sensors). The backend's own buffers (contacts, constraint rows, solver scratch) are
+rebuilt inside every step.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 import mujoco
 import torch
+
+SimState = MutableMapping[str, torch.Tensor]
+
+# What a control step carries forward, what it reads without changing, and what it derives.
+CARRIED = ("qpos", "qvel", "act", "qacc_warmstart", "time")
+GAINS = ("actuator_kp", "actuator_kv")
+DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "site_xpos", "sensordata")
+STATE_FIELDS = CARRIED + GAINS + DERIVED
 
 
 class SimError(RuntimeError):
@@ -62,21 +77,34 @@ class SimConfig:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What an env may rely on: where state lives and whether ``step`` can be graph-captured."""
+    """What an env may rely on: where state lives and whether ``step_`` can be graph-captured."""
 
     device_resident: bool
     graph_capturable: bool
 
 
-class SimBackend(ABC):
-    """N worlds of one MuJoCo model, stepped together.
+def _check_unsupported_state(model: mujoco.MjModel) -> None:
+    """Refuse models whose step-to-step state would live outside the fields a state carries."""
+    extra = {
+        "mocap bodies": model.nmocap,
+        "equality constraints": model.neq,
+        "user data": model.nuserdata,
+        "plugins": model.nplugin,
+        "actuator history": model.nhistory,
+        "plasticity": model.nplastic,
+        "sleeping bodies": model.opt.enableflags & mujoco.mjtEnableBit.mjENBL_SLEEP,
+    }
+    present = [name for name, count in extra.items() if count]
+    if present:
+        raise ValueError(f"the physics state does not carry {', '.join(present)}; this model has them")
 
-    Tensor attributes (shape ``(num_worlds, ...)``, float32, on ``device``) keep their
-    storage for the backend's lifetime, so a captured graph may hold them:
-    ``qpos, qvel, ctrl, xpos, xquat, cvel, subtree_com, site_xpos, sensordata``; the
-    per-world actuator gains are ``actuator_kp``/``actuator_kv``. After ``step``, ``forward``
-    and ``reset_worlds`` the derived quantities (poses, velocities, sensors) describe
-    the current ``qpos``/``qvel``.
+
+class SimBackend(ABC):
+    """N worlds of one MuJoCo model, stepped together over a caller-owned state.
+
+    State tensors are float32, ``(num_worlds, *state_spec[name])``, on ``device``. The
+    in-place operations keep the tensors' storage, so a captured CUDA graph may hold
+    them; the derived quantities in a state always describe its current ``qpos``/``qvel``.
     """
 
     name: ClassVar[str]
@@ -87,94 +115,110 @@ class SimBackend(ABC):
     num_worlds: int
     device: torch.device
 
-    qpos: torch.Tensor
-    qvel: torch.Tensor
-    ctrl: torch.Tensor
-    xpos: torch.Tensor
-    xquat: torch.Tensor
-    cvel: torch.Tensor
-    subtree_com: torch.Tensor
-    site_xpos: torch.Tensor
-    sensordata: torch.Tensor
-    _gainprm: torch.Tensor  # (num_worlds, nu, mjNGAIN) per-world actuator gain parameters
-    _biasprm: torch.Tensor  # (num_worlds, nu, mjNBIAS)
-
-    @property
-    def actuator_kp(self) -> torch.Tensor:
-        """Per-world position gains, ``(num_worlds, nu)`` (a view of the model's gain parameters)."""
-        return self._gainprm[..., 0]
-
-    @property
-    def actuator_kv(self) -> torch.Tensor:
-        """Per-world damping gains, ``(num_worlds, nu)`` (a copy: MuJoCo stores -kv)."""
-        return -self._biasprm[..., 2]
+    def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
+        _check_unsupported_state(model)
+        self.model = model
+        self.config = config
+        self.num_worlds = num_worlds
+        self.device = device
 
     @property
     def control_dt(self) -> float:
         return self.model.opt.timestep * self.config.substeps
 
-    @abstractmethod
-    def step(self) -> None:
-        """Advance every world by one control step (``config.substeps`` physics steps)."""
+    def state_spec(self) -> dict[str, tuple[int, ...]]:
+        """Per-world shape of every state field, in ``STATE_FIELDS`` order."""
+        m = self.model
+        return {
+            "qpos": (m.nq,),
+            "qvel": (m.nv,),
+            "act": (m.na,),
+            "qacc_warmstart": (m.nv,),
+            "time": (),
+            "actuator_kp": (m.nu,),
+            "actuator_kv": (m.nu,),
+            "xpos": (m.nbody, 3),
+            "xquat": (m.nbody, 4),
+            "cvel": (m.nbody, 6),
+            "subtree_com": (m.nbody, 3),
+            "site_xpos": (m.nsite, 3),
+            "sensordata": (m.nsensordata,),
+        }
 
-    @abstractmethod
-    def forward(self) -> None:
-        """Recompute poses, velocities and sensors from ``qpos``/``qvel`` without advancing time."""
+    def initial_state(self) -> dict[str, torch.Tensor]:
+        """Fresh tensors: every world at the model's ``qpos0``, at rest, with the model's actuator gains."""
+        n, m = self.num_worlds, self.model
+        state = {
+            name: torch.zeros((n, *shape), dtype=torch.float32, device=self.device)
+            for name, shape in self.state_spec().items()
+        }
+        # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot, with bias2 = -kv.
+        state["actuator_kp"].copy_(torch.as_tensor(m.actuator_gainprm[:, 0], dtype=torch.float32))
+        state["actuator_kv"].copy_(torch.as_tensor(-m.actuator_biasprm[:, 2], dtype=torch.float32))
+        qpos0 = torch.as_tensor(m.qpos0, dtype=torch.float32, device=self.device).expand(n, -1)
+        everyone = torch.ones(n, dtype=torch.bool, device=self.device)
+        self.reset_(state, everyone, qpos0, torch.zeros_like(state["qvel"]))
+        return state
 
-    @abstractmethod
-    def _after_reset(self, mask: torch.Tensor) -> None:
-        """Masked worlds jumped: forget their solver warm start and recompute their derived quantities."""
+    def check_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Raise ``ValueError`` naming the first field that is missing or has the wrong shape, dtype or device."""
+        for name, shape in self.state_spec().items():
+            value = state.get(name)
+            expected = (self.num_worlds, *shape)
+            if value is None:
+                raise ValueError(f"physics state has no {name!r} field")
+            if tuple(value.shape) != expected or value.dtype != torch.float32 or value.device != self.device:
+                raise ValueError(
+                    f"physics state field {name!r} must be float32 {expected} on {self.device}, "
+                    f"got {value.dtype} {tuple(value.shape)} on {value.device}"
+                )
 
-    def set_ctrl(self, ctrl: torch.Tensor, *, check: bool = True) -> None:
-        """Write control targets for all worlds.
+    def _check_rows(self, what: str, value: torch.Tensor, width: int) -> None:
+        expected = (self.num_worlds, width)
+        if tuple(value.shape) != expected:
+            raise ValueError(f"{what} must have shape {expected}, got {tuple(value.shape)}")
 
-        ``check`` validates finiteness, which reads the values back to the host; the
-        graph-captured path passes ``check=False`` and detects bad actions on device.
-        """
-        expected = (self.num_worlds, self.model.nu)
-        if tuple(ctrl.shape) != expected:
-            raise ValueError(f"ctrl must have shape {expected} (num_worlds, nu), got {tuple(ctrl.shape)}")
-        if check:
-            bad = ~torch.isfinite(ctrl).all(dim=-1)
-            if bad.any():
-                rows = bad.nonzero().flatten().tolist()
-                raise ValueError(f"ctrl has non-finite values in world rows {rows}")
-        self.ctrl.copy_(ctrl)
+    def step_(self, state: SimState, ctrl: torch.Tensor) -> None:
+        """Advance every world of ``state`` by one control step (``config.substeps`` physics steps) with PD
+        targets ``ctrl`` ``(num_worlds, nu)``, writing the result into ``state``'s tensors."""
+        self.check_state(state)
+        self._check_rows("ctrl", ctrl, self.model.nu)
+        self._step(state, ctrl)
 
-    def set_actuator_gains(self, kp: torch.Tensor, kv: torch.Tensor) -> None:
-        """Set per-world position-actuator gains (both ``(num_worlds, nu)``)."""
-        expected = (self.num_worlds, self.model.nu)
-        for name, value in (("kp", kp), ("kv", kv)):
-            if tuple(value.shape) != expected:
-                raise ValueError(f"{name} must have shape {expected}, got {tuple(value.shape)}")
-        # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
-        self._gainprm[..., 0].copy_(kp)
-        self._biasprm[..., 1].copy_(-kp)
-        self._biasprm[..., 2].copy_(-kv)
+    def reset_(self, state: SimState, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Put the worlds where ``mask`` is true at ``qpos``/``qvel``, time 0 and a cold solver start, in place.
 
-    def reset_worlds(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        """Set ``qpos``/``qvel`` of the worlds where ``mask`` is true; other worlds keep theirs.
-
-        Works on all worlds with ``torch.where`` (no index lists, no host sync), so it
-        can sit inside a captured graph.
+        Other worlds keep their carried state; their derived quantities may be recomputed (from the same
+        ``qpos``/``qvel``, so to the same values). Masks, not index lists: no host sync, capturable.
         """
         if tuple(mask.shape) != (self.num_worlds,) or mask.dtype != torch.bool:
             raise ValueError(
                 f"mask must be a bool tensor of shape ({self.num_worlds},), got {mask.dtype} {tuple(mask.shape)}"
             )
-        for name, value, view in (("qpos", qpos, self.qpos), ("qvel", qvel, self.qvel)):
-            if value.shape != view.shape:
-                raise ValueError(f"{name} must have shape {tuple(view.shape)}, got {tuple(value.shape)}")
+        self.check_state(state)
+        self._check_rows("qpos", qpos, self.model.nq)
+        self._check_rows("qvel", qvel, self.model.nv)
         m = mask.unsqueeze(-1)
-        self.qpos.copy_(torch.where(m, qpos.to(self.qpos.dtype), self.qpos))
-        self.qvel.copy_(torch.where(m, qvel.to(self.qvel.dtype), self.qvel))
-        self._after_reset(mask)
+        state["qpos"].copy_(torch.where(m, qpos.to(torch.float32), state["qpos"]))
+        state["qvel"].copy_(torch.where(m, qvel.to(torch.float32), state["qvel"]))
+        for name in ("act", "qacc_warmstart"):
+            state[name].masked_fill_(m, 0.0)
+        state["time"].masked_fill_(mask, 0.0)
+        self._forward(state, mask)
+
+    @abstractmethod
+    def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
+        """``step_`` after its checks."""
+
+    @abstractmethod
+    def _forward(self, state: SimState, mask: torch.Tensor) -> None:
+        """Recompute the derived quantities of (at least) the masked worlds from their ``qpos``/``qvel``."""
 
     @abstractmethod
     def overflow_tensor(self) -> torch.Tensor:
-        """Control steps so far in which contacts / constraint rows overflowed: int64 ``[contacts, constraints]``
-        on the backend's device (on a GPU backend, the live counters). Queuing a copy of it costs no host wait,
-        so a log point can take one and read it after later work is queued."""
+        """Control steps so far in which contacts / constraint rows overflowed the backend's buffers: int64
+        ``[contacts, constraints]`` on the backend's device (on a GPU backend, the live counters). Queuing a
+        copy of it costs no host wait, so a log point can take one and read it after later work is queued."""
 
     def overflow_counts(self) -> dict[str, int]:
         """``overflow_tensor`` read to the host (waits for the device)."""

@@ -1,7 +1,12 @@
-"""MuJoCo Warp backend: all worlds in one ``mjw.Data``, state shared with torch zero-copy.
+"""MuJoCo Warp backend: all worlds in one ``mjw.Data``, stepping the caller's torch tensors in place.
 
-Works on a CUDA device (the training path) and on Warp's CPU device (tests). On CUDA,
-``step`` launches on torch's current stream and may be recorded inside
+Each operation points the ``mjw.Data`` fields that make up the physics state at the
+caller's tensors (``wp.from_torch``, no copy), runs the Warp kernels, and points them
+back at the backend's own arrays. So the state lives in the caller's TensorDict, and a
+CUDA graph recorded around an operation holds the tensors it was given.
+
+Works on a CUDA device (the training path) and on Warp's CPU device (tests). On CUDA the
+kernels launch on torch's current stream and may be recorded inside
 ``torch.cuda.graph``: the Warp launches are then bracketed with
 ``wp.capture_begin(external=True)`` so Warp joins torch's capture instead of starting
 its own, and the solver's convergence loop becomes a conditional graph node instead of
@@ -10,7 +15,7 @@ a host sync per iteration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import mujoco
@@ -18,7 +23,7 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
-from unilab.sim.base import Capabilities, SimBackend, SimConfig
+from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
 
@@ -36,12 +41,9 @@ class MjWarpBackend(SimBackend):
     capabilities = Capabilities(device_resident=True, graph_capturable=True)
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
+        super().__init__(model, num_worlds, device, config)
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
         wp.init()
-        self.model = model
-        self.config = config
-        self.num_worlds = num_worlds
-        self.device = device
         self._wp_device = _warp_device(device)
         with wp.ScopedDevice(self._wp_device):
             # Gains are per world so that tasks can randomise them; every other model
@@ -49,13 +51,8 @@ class MjWarpBackend(SimBackend):
             self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in _GAIN_FIELDS})
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
         d = self._d
-        t = wp.to_torch
-        self.qpos, self.qvel, self.ctrl = t(d.qpos), t(d.qvel), t(d.ctrl)
-        self.xpos, self.xquat, self.cvel = t(d.xpos), t(d.xquat), t(d.cvel)
-        self.subtree_com, self.site_xpos, self.sensordata = t(d.subtree_com), t(d.site_xpos), t(d.sensordata)
-        self._qacc_warmstart = t(d.qacc_warmstart)
-        self._gainprm, self._biasprm = t(self._m.actuator_gainprm), t(self._m.actuator_biasprm)
-        self._nacon, self._nefc = t(d.nacon), t(d.nefc)
+        self._gainprm, self._biasprm = wp.to_torch(self._m.actuator_gainprm), wp.to_torch(self._m.actuator_biasprm)
+        self._nacon, self._nefc = wp.to_torch(d.nacon), wp.to_torch(d.nefc)
         # [contact overflows, constraint overflows], accumulated on device, read at host boundaries.
         self._overflow = torch.zeros(2, dtype=torch.int64, device=device)
         self._njmax = config.njmax
@@ -79,6 +76,33 @@ class MjWarpBackend(SimBackend):
                 if capturing:
                     wp.capture_end(stream=stream)
 
+    @contextmanager
+    def _bound(self, tensors: Mapping[str, torch.Tensor]) -> Iterator[None]:
+        """Point the ``mjw.Data`` fields named in ``tensors`` at those tensors for the duration.
+
+        A tensor Warp cannot alias (non-contiguous, say) is copied into the backend's own array and back.
+        """
+        d = self._d
+        own = {name: getattr(d, name) for name in tensors}
+        staged = []
+        try:
+            for name, value in tensors.items():
+                array = own[name]
+                if value.numel() == 0:
+                    continue
+                if value.is_contiguous():
+                    setattr(d, name, wp.from_torch(value, dtype=array.dtype))
+                else:
+                    mirror = wp.to_torch(array)
+                    mirror.copy_(value)
+                    staged.append((value, mirror))
+            yield
+            for value, mirror in staged:
+                value.copy_(mirror)
+        finally:
+            for name, array in own.items():
+                setattr(d, name, array)
+
     def _refresh(self) -> None:
         """Bring poses, velocities and sensors up to the current qpos/qvel.
 
@@ -91,22 +115,24 @@ class MjWarpBackend(SimBackend):
         mjw.com_vel(self._m, self._d)
         mjw.sensor_vel(self._m, self._d)
 
-    def step(self) -> None:
-        with self._on_torch_stream():
+    def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
+        # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
+        kp, kv = state["actuator_kp"], state["actuator_kv"]
+        self._gainprm[..., 0].copy_(kp)
+        self._biasprm[..., 1].copy_(-kp)
+        self._biasprm[..., 2].copy_(-kv)
+        fields = {name: state[name] for name in CARRIED + DERIVED}
+        with self._bound({**fields, "ctrl": ctrl}), self._on_torch_stream():
             for _ in range(self.config.substeps):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
             self._refresh()
 
-    def forward(self) -> None:
-        with self._on_torch_stream():
+    def _forward(self, state: SimState, mask: torch.Tensor) -> None:
+        # Recomputing every world is cheaper than selecting some, and gives the others the values they had.
+        with self._bound({name: state[name] for name in ("qpos", "qvel", *DERIVED)}), self._on_torch_stream():
             self._refresh()
-
-    def _after_reset(self, mask: torch.Tensor) -> None:
-        # Recomputing every world is cheaper than selecting some, and leaves the others bit-identical.
-        self._qacc_warmstart.masked_fill_(mask.unsqueeze(-1), 0.0)
-        self.forward()
 
     def overflow_tensor(self) -> torch.Tensor:
         return self._overflow

@@ -38,3 +38,13 @@ def test_uniform_range_and_moments() -> None:
 def test_bad_seed_is_named() -> None:
     with pytest.raises(ValueError, match="seed must be in"):
         rng.make_rng(-1)
+
+
+def test_normal_moments_and_tails() -> None:
+    x = rng.normal(rng.make_rng(3), 5, (400_000,))
+    assert x.dtype == torch.float32 and torch.isfinite(x).all()
+    assert x.mean().item() == pytest.approx(0.0, abs=0.01)
+    assert x.std().item() == pytest.approx(1.0, abs=0.01)
+    assert (x.abs() > 1.96).float().mean().item() == pytest.approx(0.05, abs=0.003)
+    assert (x.abs() > 3.0).float().mean().item() == pytest.approx(0.0027, abs=0.0005)
+    assert not torch.equal(x, rng.normal(rng.make_rng(3), 6, (400_000,)))

@@ -26,7 +26,12 @@ from torchrl_ext.flashsac import (
 )
 from torchrl_ext.networks import Actor, EnsembleCritic
 from torchrl_ext.sac import Mirror, SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
+from torchrl_ext.seeding import derive_seed, seeded
 from unilab.envs.functional import FunctionalEnv
+from unilab.mdp import rng as rnglib
+
+_SPAN_STREAM = rnglib.stream_id("explore/span")
+_NOISE_STREAM = rnglib.stream_id("explore/noise")
 
 
 def _symmetry(env: FunctionalEnv, device: torch.device) -> Symmetry:
@@ -45,18 +50,26 @@ class Learner:
     loss: nn.Module
     minibatch: int
 
-    def __init__(self, cfg: AlgoConfig, device: torch.device) -> None:
+    def __init__(self, cfg: AlgoConfig, env: FunctionalEnv) -> None:
         self.cfg = cfg
-        self.device = device
+        self.device = device = env.device
+        self.action_dim = env.action_dim
         self.acting: nn.Module | None = None  # the actor ``explore`` runs; set by ``_set_acting``
         self._acting_pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
         self.amp = cfg.amp and device.type == "cuda"
         # Inductor fuses the losses' elementwise tails (C51 projection, log-probs, LayerNorm/SiLU) into few kernels;
         # the whole update is then recorded as one CUDA graph, so fewer kernels is what buys time.
         self.compile = cfg.compile and device.type == "cuda"
+        # Counter-based, advanced in place: the captured env step replays it like any other tensor op.
+        self._explore_rng = rnglib.make_rng(derive_seed(cfg.seed, "explore"), device)
 
     def explore(self, obs: TensorDict) -> torch.Tensor:
         raise NotImplementedError
+
+    def _next_explore_rng(self) -> torch.Tensor:
+        rng = rnglib.advance(self._explore_rng)
+        self._explore_rng.copy_(rng)
+        return rng
 
     def _set_acting(self, actor: nn.Module, copy: bool) -> None:
         """Act with ``actor`` itself, or with a copy that ``sync_acting`` refreshes, so an env step can run
@@ -138,18 +151,19 @@ class SACLearner(Learner):
     """FastSAC (TASKS.md 3.2-3.3): LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
     def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, env.device)
+        super().__init__(cfg, env)
         obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
-        actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
-        critic = EnsembleCritic(
-            critic_dim,
-            act_dim,
-            tuple(cfg.critic_hidden),
-            num_atoms=cfg.num_atoms,
-            v_min=cfg.v_min,
-            v_max=cfg.v_max,
-            normalize_obs=cfg.obs_normalization,
-        )
+        with seeded(derive_seed(cfg.seed, "init")):
+            actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
+            critic = EnsembleCritic(
+                critic_dim,
+                act_dim,
+                tuple(cfg.critic_hidden),
+                num_atoms=cfg.num_atoms,
+                v_min=cfg.v_min,
+                v_max=cfg.v_max,
+                normalize_obs=cfg.obs_normalization,
+            )
         self.loss = SACLoss(
             actor.to(self.device),
             critic.to(self.device),
@@ -166,7 +180,9 @@ class SACLearner(Learner):
 
     @torch.no_grad()
     def explore(self, obs: TensorDict) -> torch.Tensor:
-        action, _ = self.acting.sample(obs["policy"])
+        policy_obs = obs["policy"]
+        noise = rnglib.normal(self._next_explore_rng(), _NOISE_STREAM, (policy_obs.shape[0], self.action_dim))
+        action, _ = self.acting.sample(policy_obs, noise)
         return action
 
     def observe(self, data: TensorDict) -> None:
@@ -179,20 +195,21 @@ class FlashSACLearner(Learner):
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
     def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, env.device)
+        super().__init__(cfg, env)
         if cfg.use_symmetry or cfg.obs_normalization:
             raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
         obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
-        actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
-        critic = FlashCritic(
-            critic_dim,
-            act_dim,
-            width=cfg.critic_width,
-            num_blocks=cfg.critic_blocks,
-            num_atoms=cfg.num_atoms,
-            v_min=cfg.v_min,
-            v_max=cfg.v_max,
-        )
+        with seeded(derive_seed(cfg.seed, "init")):
+            actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
+            critic = FlashCritic(
+                critic_dim,
+                act_dim,
+                width=cfg.critic_width,
+                num_blocks=cfg.critic_blocks,
+                num_atoms=cfg.num_atoms,
+                v_min=cfg.v_min,
+                v_max=cfg.v_max,
+            )
         normalizer = RewardNormalizer(env.num_envs, cfg.gamma) if cfg.reward_normalization else None
         self.loss = FlashSACLoss(
             actor,
@@ -215,7 +232,10 @@ class FlashSACLearner(Learner):
     def explore(self, obs: TensorDict) -> torch.Tensor:
         actor = self.acting
         actor.eval()  # BatchNorm: act with running statistics, do not update them from rollouts
-        noise = self.noise.step(self._done, torch.rand(self._done.shape[0], device=self.device))
+        rng = self._next_explore_rng()
+        num_envs = self._done.shape[0]
+        u_span = rnglib.uniform(rng, _SPAN_STREAM, (num_envs,))
+        noise = self.noise.step(self._done, u_span, rnglib.normal(rng, _NOISE_STREAM, (num_envs, self.action_dim)))
         action, _ = actor.sample(obs["policy"], noise)
         actor.train()
         return action

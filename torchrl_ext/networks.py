@@ -102,14 +102,15 @@ class Actor(nn.Module):
         """Deterministic action, the one a deployed policy takes."""
         return torch.tanh(self.distribution(obs)[0])
 
-    def sample(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def sample(self, obs: Tensor, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Reparameterised action and its log-probability under the squashed distribution.
 
-        The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``, which stays finite when the
-        action saturates, where the naive form takes the log of zero.
+        ``noise`` (standard normal, like ``mean``) lets the collector pass draws from its own RNG; fresh draws from
+        torch's generator otherwise. The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``,
+        which stays finite when the action saturates, where the naive form takes the log of zero.
         """
         mean, log_std = self.distribution(obs)
-        noise = torch.randn_like(mean)
+        noise = torch.randn_like(mean) if noise is None else noise.to(mean.dtype)
         pre_tanh = mean + noise * log_std.exp()
         gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
         log_jacobian = 2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))

@@ -25,6 +25,7 @@ from torchrl.data import TensorStorage
 
 from torchrl_ext.config import AlgoConfig
 from torchrl_ext.learners import LEARNERS
+from torchrl_ext.seeding import derive_seed
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
@@ -142,11 +143,17 @@ class OffPolicyTrainer:
         self.env = env
         self.cfg = cfg
         dev = self.device = env.device
+        torch.manual_seed(derive_seed(cfg.seed, "loss"))  # the losses draw from torch's default generators
         self.learner = LEARNERS[cfg.name](env, cfg, acting_copy=cfg.overlap_updates)
         self.capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
         self.runner = EnvRunner(
-            env, self.learner.explore, seed=cfg.seed, capture=self.capture, compile=self.capture and cfg.compile
+            env,
+            self.learner.explore,
+            seed=derive_seed(cfg.seed, "env"),
+            capture=self.capture,
+            compile=self.capture and cfg.compile,
         )
+        self._replay_rng = torch.Generator(dev).manual_seed(derive_seed(cfg.seed, "replay"))
         self.capacity = cfg.replay_buffer_n * env.num_envs
         self._memory: TensorDict | None = None  # the rows; ``storage`` is TorchRL's view of them
         self.storage: TensorStorage | None = None
@@ -191,6 +198,7 @@ class OffPolicyTrainer:
             out = fn()
         current.wait_stream(side)
         graph = self._graphs[name] = torch.cuda.CUDAGraph()
+        graph.register_generator_state(self._replay_rng)  # the update graph samples replay rows from it
         with torch.cuda.graph(graph):
             self._graph_out[name] = fn()
         return out
@@ -245,7 +253,7 @@ class OffPolicyTrainer:
 
     def sample_indices(self, count: int) -> torch.Tensor:
         """Uniform rows with replacement among those written, drawn on device against a device-side size."""
-        return (torch.rand(count, device=self.device) * self._size).long()
+        return (torch.rand(count, device=self.device, generator=self._replay_rng) * self._size).long()
 
     def _update_block(self) -> TensorDict:
         rows = self.learner.minibatch * self.cfg.updates_per_step

@@ -13,6 +13,7 @@ since each costs a fixed chain of small kernels whatever its size.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import torch
@@ -75,3 +76,11 @@ def uniform(rng: torch.Tensor, stream: int, shape: tuple[int, ...], low: Bound =
     """U(low, high) float32 samples with 24 random bits each; ``low``/``high`` broadcast (per-column ranges)."""
     u = (_bits(rng, stream, shape) >> 8).to(torch.float32) * (1.0 / 2**24)
     return low + (high - low) * u
+
+
+def normal(rng: torch.Tensor, stream: int, shape: tuple[int, ...]) -> Tensor:
+    """Standard-normal float32 samples (Box-Muller on two 24-bit uniforms; |x| <= 5.8)."""
+    bits = _bits(rng, stream, (2, *shape)) >> 8
+    radius_u = (bits[0] + 1).to(torch.float32) * (1.0 / 2**24)  # in (0, 1]: the log stays finite
+    angle_u = bits[1].to(torch.float32) * (1.0 / 2**24)
+    return torch.sqrt(-2.0 * torch.log(radius_u)) * torch.cos((2 * math.pi) * angle_u)

@@ -1,0 +1,36 @@
+"""One ``algo.seed`` determines every random draw of a run, each consumer on its own derived stream.
+
+Consumers get independent seeds derived from the run's seed and their name, so adding a
+draw to one of them never shifts the numbers another sees:
+
+- ``env``: the functional env's counter-based RNG (resets, commands, observation noise);
+- ``init``: network initialisation, done on the CPU under a private RNG state, so the same
+  seed gives the same initial weights on every device;
+- ``explore``: exploration noise, a counter-based RNG state advanced inside the captured
+  env step;
+- ``replay``: replay sampling, a ``torch.Generator`` registered with the update graph;
+- ``loss``: the losses' reparameterised draws, which come from torch's default generator,
+  seeded when the trainer is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+def derive_seed(seed: int, stream: str) -> int:
+    """A 31-bit seed for ``stream``, a stable function of the run's ``seed`` (the same on every machine)."""
+    digest = hashlib.blake2b(f"{seed}/{stream}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the block on torch's CPU RNG seeded with ``seed``, then restore the RNG state it had."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield

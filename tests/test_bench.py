@@ -1,4 +1,4 @@
-"""``unilab bench train``: the canonical runs in fresh processes, reported from their run_summary.json."""
+"""``unilab bench``: the canonical train runs in fresh processes, reported from their run_summary.json; drift."""
 
 from __future__ import annotations
 
@@ -33,3 +33,12 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
     with pytest.raises(SystemExit):
         bench.main(["train", "--workloads", "ppo"])
     assert "unknown workloads ['ppo']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_two_runs_of_one_seed_never_part_on_the_cpu(sim: str, capsys: pytest.CaptureFixture) -> None:
+    bench.main(["drift", "--sim", sim, "--num-envs", "3", "--steps", "10"])
+    row = json.loads(capsys.readouterr().out)
+    assert row["bench"] == "drift" and row["steps"] == 10
+    assert row["one_step_max_qpos_gap"] == 0.0 and row["first_step_apart"] is None
+    assert row["gaps"]["10"] == {"max_qpos_gap": 0.0, "worlds_apart": 0}

@@ -147,6 +147,45 @@ def bench_env(task: str, sim: str, num_envs: int, steps: int, device: str | None
     }
 
 
+def bench_drift(task: str, sim: str, num_envs: int, steps: int, device: str | None, compile: bool) -> dict:
+    """Two runners of one seed, one policy and one env, stepped side by side: where and how far they part.
+
+    On the CPU they never do. On a GPU the physics sums contact and constraint terms with atomic adds, whose order
+    changes from launch to launch; ``one_step`` is the largest gap after stepping one state twice.
+    """
+    from unilab.envs.runner import EnvRunner
+    from unilab.tasks.registry import make_functional_env
+
+    env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device)
+    dev = env.device
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        policy = _mlp_policy(env.obs_dims["policy"], env.action_dim, dev)
+    capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
+    a, b = (EnvRunner(env, policy, seed=0, capture=capture, compile=compile and capture) for _ in range(2))
+    twice = [env.step(a.state, policy(a.state["obs"]), a.rng)[0]["sim", "qpos"] for _ in range(2)]
+    one_step = (twice[0] - twice[1]).abs().max().item()
+    first, gaps = None, {}
+    for k in range(1, steps + 1):
+        a.step(), b.step()
+        gap = (a.state["sim", "qpos"] - b.state["sim", "qpos"]).abs().amax(dim=-1)
+        if first is None and bool(gap.max() > 0):
+            first = k
+        if k in (1, 10, 50, 100, 200, 500, steps):
+            gaps[k] = {"max_qpos_gap": gap.max().item(), "worlds_apart": int((gap > 0).sum())}
+    return {
+        "bench": "drift",
+        "task": task,
+        "sim": sim,
+        "device": str(dev),
+        "num_envs": num_envs,
+        "steps": steps,
+        "one_step_max_qpos_gap": one_step,
+        "first_step_apart": first,
+        "gaps": gaps,
+    }
+
+
 # DESIGN.md "Canonical workloads": the runs whose tail rate is the acceptance metric.
 CANONICAL_WORKLOADS = {
     "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
@@ -240,6 +279,13 @@ def main(argv: list[str] | None = None) -> None:
     env.add_argument("--steps", type=int, default=200)
     env.add_argument("--device", default=None)
     env.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+    drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
+    drift.add_argument("--task", default="g1_walk_flat")
+    drift.add_argument("--sim", choices=BACKENDS, default=None)
+    drift.add_argument("--num-envs", default="2048")
+    drift.add_argument("--steps", type=int, default=200)
+    drift.add_argument("--device", default=None)
+    drift.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
     train = sub.add_parser("train", help="the canonical `train` runs of DESIGN.md, repeated; their tail rates")
     train.add_argument("--workloads", default="sac,flashsac", help=f"comma-separated: {', '.join(CANONICAL_WORKLOADS)}")
     train.add_argument("--repeats", type=int, default=3)
@@ -259,9 +305,10 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), flush=True)
         return
     sizes = [int(x) for x in args.num_envs.split(",")]
-    if args.bench == "env":
+    if args.bench in ("env", "drift"):
+        bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:
-            print(json.dumps(bench_env(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
+            print(json.dumps(bench(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
         return
     config = SimConfig(
         iterations=args.iterations, ls_iterations=args.ls_iterations, nconmax=args.nconmax, njmax=args.njmax

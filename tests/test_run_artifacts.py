@@ -169,7 +169,7 @@ def test_unserialisable_value_raises_and_keeps_old_file(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["out.json"]
 
 
-@pytest.mark.parametrize("broken", ["json.dump", "os.replace"])
+@pytest.mark.parametrize("broken", ["json.dumps", "os.replace", "os.fsync"])
 def test_crash_mid_write_keeps_previous_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
     target = tmp_path / "run_summary.json"
     write_json_atomic(target, {"version": 1})
@@ -185,6 +185,54 @@ def test_crash_mid_write_keeps_previous_file(tmp_path: Path, monkeypatch: pytest
 
     assert json.loads(target.read_text()) == {"version": 1}
     assert sorted(os.listdir(tmp_path)) == ["run_summary.json"]
+
+
+def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal's KeyboardInterrupt (or any error) halfway through torch.save never leaves a truncated model_N.pt."""
+    from torchrl_ext import checkpoint
+
+    target = tmp_path / "model_10.pt"
+    checkpoint.save_checkpoint({"weights": torch.ones(1000)}, target)
+    save = torch.save
+
+    def cut_off(obj: object, handle) -> None:
+        save(obj, handle)
+        handle.truncate(100)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.torch, "save", cut_off)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save_checkpoint({"weights": torch.zeros(1000)}, target)
+    monkeypatch.undo()
+    assert torch.equal(torch.load(target, weights_only=True)["weights"], torch.ones(1000))
+    assert sorted(os.listdir(tmp_path)) == ["model_10.pt"]
+
+
+def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> None:
+    from torchrl_ext.checkpoint import prune_checkpoints
+
+    for iteration in (5, 10, 100, 20):
+        (tmp_path / f"model_{iteration}.pt").write_bytes(b"x")
+    (tmp_path / "model_best.pt").write_bytes(b"x")  # not a model_<iteration>.pt: never pruned
+    prune_checkpoints(tmp_path, 2, just_written=tmp_path / "model_5.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_100.pt", "model_20.pt", "model_5.pt", "model_best.pt"]
+    prune_checkpoints(tmp_path, 0, just_written=tmp_path / "model_100.pt")  # 0 keeps all
+    assert len(list(tmp_path.iterdir())) == 4
+
+
+def test_memory_check_names_the_parts_and_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchrl_ext import resources
+
+    monkeypatch.setattr(resources, "available_bytes", lambda device: 1024**3)
+    resources.check_fits({"replay": 1024**2}, torch.device("cpu"), "lower it")
+    with pytest.raises(
+        resources.InsufficientMemoryError,
+        match=r"at least 3\.0 GB \(replay 2\.0 GB, envs 1\.0 GB\) but cpu has 1\.0 GB free; lower it",
+    ):
+        resources.check_fits({"replay": 2 * 1024**3, "envs": 1024**3}, torch.device("cpu"), "lower it")
+    assert resources.replay_row_bytes({"policy": 100, "critic": 103}, 29) == 4 * (200 + 206 + 29 + 1) + 2
 
 
 # ---------------------------------------------------------------------------------------------------------------

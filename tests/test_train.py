@@ -78,7 +78,7 @@ def test_every_algo_runs_on_every_task(tmp_path: Path, algo: str, task: str) -> 
 def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> None:
     run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=10", "training.export_onnx=false")))
     checkpoint = tmp_path / "run" / "model_10.pt"
-    saved = torch.load(checkpoint, weights_only=False)
+    saved = torch.load(checkpoint, weights_only=True)
     assert saved["iteration"] == 10
     assert saved["train_wall_time_sec"] > 0  # for time-to-threshold from evaluated checkpoints
     resumed_dir = tmp_path / "resumed"
@@ -87,8 +87,13 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     overrides += [f"training.log_dir={resumed_dir}", f"algo.resume={checkpoint}"]
     summary = run(compose_config(overrides))
     assert summary.completed_iterations == 14
-    final = torch.load(resumed_dir / "model_14.pt", weights_only=False)
+    final = torch.load(resumed_dir / "model_14.pt", weights_only=True)
     assert final["iteration"] == 14
+    prefill = 64 // 4  # collects until a batch of rows: the resumed run refills its (unsaved) replay buffer
+    assert saved["env_steps"] == (prefill + 10) * 4
+    assert summary.total_env_steps == final["env_steps"] == saved["env_steps"] + (prefill + 4) * 4
+    assert summary.training_wall_time_sec > saved["loop_wall_time_sec"]
+    assert final["train_wall_time_sec"] > saved["train_wall_time_sec"]
     # The optimiser state was carried over (AdamW step counts keep growing from the checkpoint).
     step_before = next(iter(saved["optim"]["critic"]["state"].values()))["step"]
     step_after = next(iter(final["optim"]["critic"]["state"].values()))["step"]
@@ -112,28 +117,42 @@ def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch
     data = json.loads((run_dir / "run_summary.json").read_text())
     assert summary.status == data["status"] == "interrupted" and data["completed_iterations"] == 10
     assert data["end_time_utc"] is not None and data["tail_iteration_count"] == 9  # iteration 1 is the capture one
-    assert torch.load(run_dir / "model_10.pt", weights_only=False)["iteration"] == 10
+    assert torch.load(run_dir / "model_10.pt", weights_only=True)["iteration"] == 10
     events = EventAccumulator(str(next(run_dir.glob("events.out.tfevents.*"))))
     events.Reload()
     assert [event.step for event in events.Scalars("loss/loss_critic")] == [5 * 4, 10 * 4]  # the last point too
 
 
-def test_a_log_dir_holding_a_run_is_refused_unless_that_run_continues(tmp_path: Path, capsys) -> None:
+def _files(run_dir: Path) -> dict[str, bytes]:
+    """What a run left in its directory; the lock file is rewritten by every process that takes the lock."""
+    return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, capsys) -> None:
     base = tiny(tmp_path, "mujoco", "training.export_onnx=false")
     run(compose_config([*base, "algo.max_iterations=10"]))
     run_dir = tmp_path / "run"
-    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    before = _files(run_dir)
     with pytest.raises(SystemExit) as exit_info:
         main([*base, "algo.max_iterations=10"])
     assert exit_info.value.code == 2
-    assert f"training.log_dir={run_dir} already holds a run" in capsys.readouterr().err
-    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before  # nothing written
+    assert f"training.log_dir={run_dir} already holds a run (run_summary.json, model_10.pt)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*base, "algo.resume=" + str(tmp_path / "missing.pt")])
     assert "algo.resume=" + str(tmp_path / "missing.pt") + ": no such checkpoint file" in capsys.readouterr().err
-    summary = run(compose_config([*base, "algo.max_iterations=12", f"algo.resume={run_dir / 'model_10.pt'}"]))
-    assert summary.completed_iterations == 12 and (run_dir / "model_12.pt").is_file()
-    assert (run_dir / "model_10.pt").read_bytes() == before["model_10.pt"]
+    with pytest.raises(SystemExit) as exit_info:  # continuing a completed run would overwrite its summary
+        main([*base, "algo.max_iterations=12", f"algo.resume={run_dir / 'model_10.pt'}"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+    assert f"refusing to resume model_10.pt into training.log_dir={run_dir}: that run completed" in err
+    assert "resume into a new directory" in err
+    (run_dir / "run_summary.json").unlink()  # checkpoints without a summary are still a run
+    before.pop("run_summary.json")
+    with pytest.raises(SystemExit):
+        main([*base, "algo.max_iterations=10"])
+    continuing = f"or continue that run with algo.resume={run_dir / 'model_10.pt'}"
+    assert f"already holds a run (model_10.pt); choose a new directory, {continuing}" in capsys.readouterr().err
+    assert _files(run_dir) == before  # nothing written by any refused run
 
 
 @pytest.mark.parametrize(
@@ -147,14 +166,28 @@ def test_a_log_dir_holding_a_run_is_refused_unless_that_run_continues(tmp_path: 
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
         ("algo.no_such_key=1", "Could not override 'algo.no_such_key'"),
         ("training.device=tpu", "training.device='tpu' is not a torch device"),
+        ("task.episode_length_s=0", "task.episode_length_s must be > 0, got 0.0"),
+        ("task.episode_length_s=-2", "task.episode_length_s must be > 0, got -2.0"),
+        ("algo.num_atoms=1", "algo.num_atoms must be >= 2, got 1"),
+        ("training.play_seconds=nan", "training.play_seconds must be finite, got nan"),
+        ("algo.lr=inf", "algo.lr must be finite, got inf"),
+        ("algo.actor_hidden=[]", "algo.actor_hidden must be a non-empty list of sizes >= 1, got []"),
+        ("algo.critic_hidden=[64,0]", "algo.critic_hidden must be a non-empty list of sizes >= 1, got [64, 0]"),
+        ("algo=flashsac algo.noise_max_span=0", "algo.noise_max_span must be >= 1, got 0"),
+        ("algo=flashsac algo.obs_normalization=true", "must be false with algo=flashsac"),
+        ("training.log_dir=''", "training.log_dir must be a non-empty string, got ''"),
+        ("algo.resume=''", "algo.resume must be a non-empty string, got ''"),
+        ("training.keep_checkpoints=-1", "training.keep_checkpoints must be >= 0 (0 keeps all), got -1"),
+        ("algo.weight_decay=-0.1", "algo.weight_decay must be >= 0, got -0.1"),
+        ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: no such file"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main([*tiny(tmp_path, "mujoco"), override])
+        main([*tiny(tmp_path, "mujoco"), *override.split()])
     assert exit_info.value.code == 2  # a usage error, reported in one line
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
 
 

@@ -7,6 +7,8 @@ and ``validate`` rejects values that cannot work together.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 
 
@@ -58,6 +60,7 @@ class TaskSelection:
     name: str = "g1_walk_flat"
     obs_noise: bool = True
     motion_file: str | None = None
+    episode_length_s: float | None = None  # None: the task's own
 
 
 @dataclass
@@ -76,6 +79,7 @@ class TrainingConfig:
     play_envs: int = 4
     export_onnx: bool = True
     progress: bool = True
+    keep_checkpoints: int = 5  # the newest model_<it>.pt files kept; 0 keeps all
 
 
 @dataclass
@@ -86,22 +90,54 @@ class TrainConfig:
     training: TrainingConfig = field(default_factory=TrainingConfig)
 
 
+def _fields(node: object, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted key, value)`` of every leaf of the config, as a user would spell the key in an override."""
+    leaves: list[tuple[str, object]] = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            leaves += _fields(value, f"{prefix}{f.name}.")
+        else:
+            leaves.append((f"{prefix}{f.name}", value))
+    return leaves
+
+
+def _check(ok: bool, key: str, rule: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
 def validate(cfg: TrainConfig) -> None:
-    """Reject impossible settings with a message naming the key and value."""
-    a = cfg.algo
-    positive = {
-        "num_envs": a.num_envs,
-        "batch_size": a.batch_size,
-        "replay_buffer_n": a.replay_buffer_n,
-        "updates_per_step": a.updates_per_step,
-        "policy_frequency": a.policy_frequency,
-        "max_iterations": a.max_iterations,
-        "save_interval": a.save_interval,
-        "num_atoms": a.num_atoms,
+    """Reject impossible settings with one line naming the key and value."""
+    for key, value in _fields(cfg):
+        if isinstance(value, float):
+            _check(math.isfinite(value), key, "finite", value)
+        if isinstance(value, str):  # an empty path or name would resolve to something nobody asked for
+            _check(bool(value.strip()), key, "a non-empty string", value)
+    a, t = cfg.algo, cfg.training
+    at_least = {
+        "num_envs": 1,
+        "batch_size": 1,
+        "replay_buffer_n": 1,
+        "updates_per_step": 1,
+        "policy_frequency": 1,
+        "learning_starts": 0,
+        "max_iterations": 1,
+        "save_interval": 1,
+        "num_atoms": 2,  # a distribution over one atom has no spread to learn
+        "lr_decay_steps": 1,
+        "actor_width": 1,
+        "actor_blocks": 1,
+        "critic_width": 1,
+        "critic_blocks": 1,
+        "noise_max_span": 1,
+        "seed": 0,
     }
-    for key, value in positive.items():
-        if value < 1:
-            raise ValueError(f"algo.{key} must be >= 1, got {value}")
+    for key, bound in at_least.items():
+        _check(getattr(a, key) >= bound, f"algo.{key}", f">= {bound}", getattr(a, key))
+    for key in ("actor_hidden", "critic_hidden"):
+        sizes = getattr(a, key)
+        _check(bool(sizes) and min(sizes) >= 1, f"algo.{key}", "a non-empty list of sizes >= 1", sizes)
     capacity = a.replay_buffer_n * a.num_envs
     if a.batch_size > capacity:
         raise ValueError(
@@ -110,18 +146,19 @@ def validate(cfg: TrainConfig) -> None:
         )
     if a.use_symmetry and a.batch_size % 2:
         raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
-    if not 0.0 < a.gamma <= 1.0:
-        raise ValueError(f"algo.gamma must be in (0, 1], got {a.gamma}")
-    if not 0.0 < a.tau <= 1.0:
-        raise ValueError(f"algo.tau must be in (0, 1], got {a.tau}")
+    if a.name == "flashsac" and (a.use_symmetry or a.obs_normalization):
+        raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
+    _check(0.0 < a.gamma <= 1.0, "algo.gamma", "in (0, 1]", a.gamma)
+    _check(0.0 < a.tau <= 1.0, "algo.tau", "in (0, 1]", a.tau)
     if a.v_min >= a.v_max:
         raise ValueError(f"algo.v_min={a.v_min} must be below algo.v_max={a.v_max}")
-    if a.alpha_init <= 0.0 or a.lr <= 0.0:
-        raise ValueError(f"algo.alpha_init and algo.lr must be positive, got {a.alpha_init}, {a.lr}")
-    if cfg.training.log_interval < 1:
-        raise ValueError(f"training.log_interval must be >= 1, got {cfg.training.log_interval}")
-    if cfg.training.play_seconds <= 0 or cfg.training.play_envs < 1:
-        raise ValueError(
-            f"training.play_seconds must be > 0 and training.play_envs >= 1, "
-            f"got {cfg.training.play_seconds}, {cfg.training.play_envs}"
-        )
+    for key in ("lr", "lr_final", "alpha_init", "noise_zipf_mu"):
+        _check(getattr(a, key) > 0.0, f"algo.{key}", "> 0", getattr(a, key))
+    for key in ("weight_decay", "max_grad_norm", "target_sigma"):
+        _check(getattr(a, key) >= 0.0, f"algo.{key}", ">= 0", getattr(a, key))
+    length = cfg.task.episode_length_s
+    _check(length is None or length > 0.0, "task.episode_length_s", "> 0", length)
+    _check(t.log_interval >= 1, "training.log_interval", ">= 1", t.log_interval)
+    _check(t.play_seconds > 0.0, "training.play_seconds", "> 0", t.play_seconds)
+    _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
+    _check(t.keep_checkpoints >= 0, "training.keep_checkpoints", ">= 0 (0 keeps all)", t.keep_checkpoints)

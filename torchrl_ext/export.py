@@ -21,6 +21,8 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
+from torchrl_ext.run_dir import fsync_path
+
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 CHECK_ATOL = 1e-4
@@ -78,8 +80,8 @@ def _max_abs_diff(module: nn.Module, obs_dim: int, path: Path) -> float:
 def export_policy_onnx(policy: nn.Module, obs_dim: int, path: Path, opset: int = 17, check: bool = True) -> float:
     """Export ``policy`` (obs ``[B, obs_dim]`` -> action ``[B, act_dim]``) and return the checked max abs error.
 
-    The file is written beside ``path`` and only renamed into place once it passed the check, so a failed export
-    never replaces a previously good policy file.
+    The file is written beside ``path``, flushed to disk and only renamed into place once it passed the check, so a
+    failed or interrupted export never replaces a previously good policy file.
     """
     module = _cpu_eval_copy(policy)
     path = Path(path)
@@ -91,7 +93,9 @@ def export_policy_onnx(policy: nn.Module, obs_dim: int, path: Path, opset: int =
         # Written as "not <=" so a NaN difference fails the check instead of slipping through.
         if not max_diff <= CHECK_ATOL:
             raise RuntimeError(f"ONNX export differs from torch by {max_diff:.3g} (tolerance {CHECK_ATOL:g})")
+        fsync_path(tmp)
         os.replace(tmp, path)
+        fsync_path(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
     return max_diff

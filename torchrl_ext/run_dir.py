@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -16,9 +17,10 @@ import platform
 import socket
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -26,6 +28,7 @@ import torch
 from torchrl_ext.metrics import TailRateMeter
 
 SUMMARY_FILENAME = "run_summary.json"
+LOCK_FILENAME = ".lock"
 RUN_STATUSES = ("running", "completed", "interrupted", "failed")
 # importlib.metadata wants distribution names, which differ from the import names for some of these.
 _DISTRIBUTIONS = {
@@ -95,11 +98,22 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write JSON so that readers (dashboards, a later resume) only ever see a complete old or new file.
+def fsync_path(path: Path) -> None:
+    """Flush a file, or a directory's entries, to disk: without it a rename may survive a power cut while the data
+    it points at does not."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
-    The data goes to a uniquely named sibling first, is flushed to disk, and then renamed over the target; a
-    rename within one directory is atomic. On any error the sibling is removed and the old file is left alone.
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file so that readers (dashboards, a later resume) only ever see a complete old or new version.
+
+    ``write`` fills a uniquely named sibling, which is flushed to disk and renamed over the target; a rename within
+    one directory is atomic. On any error, a signal's KeyboardInterrupt included, the sibling is removed and the old
+    file is left alone; a process killed outright leaves at most a hidden ``.tmp`` sibling, never a truncated file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,15 +121,52 @@ def write_json_atomic(path: Path, obj: dict) -> None:
     try:
         # os.open with 0o666 lets the umask decide permissions, as a plain open() would for the final file.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2, default=_json_default)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    fsync_path(path.parent)
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    text = json.dumps(obj, indent=2, default=_json_default) + "\n"
+    write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+class RunDirInUse(ValueError):
+    """Another live process writes into the run directory."""
+
+
+class RunLock:
+    """One writer per run directory, for as long as that writer's process lives.
+
+    ``flock`` on a lock file inside the directory: the kernel drops it when the holder exits, however it exits, so
+    a crashed run never leaves a stale lock behind. The holder writes its pid, host and start time into the file so
+    that a refused second writer can say who holds the directory. The file itself stays: removing it would let a
+    third process lock a fresh inode while the second still waits on the old one.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / LOCK_FILENAME
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace").strip() or "a process that gave no pid"
+            os.close(fd)
+            raise RunDirInUse(f"run directory {run_dir} is in use by {holder}; wait for it or choose another") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {utc_now_iso()}\n".encode(), 0)
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -207,6 +258,7 @@ class RunSummary:
     config: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    stopped_by: str | None = None  # the signal that ended an interrupted run, e.g. SIGTERM
 
     def __post_init__(self) -> None:
         _check_status(self.status)

@@ -311,9 +311,11 @@ class OffPolicyTrainer:
         return metrics, stats
 
     def state_dict(self) -> dict:
-        return {**self.learner.state_dict(), "iteration": self.iteration}
+        """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""
+        return {**self.learner.state_dict(), "iteration": self.iteration, "env_steps": self.env_steps}
 
     def load_state_dict(self, state: dict) -> None:
         self.learner.load_state_dict(state)
         self.learner.sync_acting()
         self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
 
 COMMANDS = {"bench": "unilab.bench", "eval": "unilab.eval", "play": "unilab.play", "train": "unilab.train"}
 
@@ -14,3 +15,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"usage: unilab {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
         raise SystemExit(2)
     importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+
+
+def fail(prog: str, message: object) -> NoReturn:
+    """A user-input error: one line naming the problem, exit status 2 (argparse's convention), no traceback."""
+    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    raise SystemExit(2)

@@ -22,10 +22,13 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from torchrl_ext.checkpoint import CheckpointError, load_checkpoint
 from torchrl_ext.run_dir import write_json_atomic
+from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.mdp import tracking
+from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env
 
 SUMMARY_NAME = "eval_summary.json"
@@ -208,18 +211,6 @@ class EvalError(ValueError):
     """A user-facing problem with the eval inputs (bad path, unreadable checkpoint)."""
 
 
-def load_checkpoint(path: Path) -> dict:
-    if not path.is_file():
-        raise EvalError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise EvalError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(ckpt, dict) or "loss" not in ckpt or "config" not in ckpt:
-        raise EvalError(f"not a training checkpoint (needs 'loss' and 'config'): {path}")
-    return ckpt
-
-
 def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
     """The deterministic actor of a checkpoint, rebuilt from its saved config.
 
@@ -236,7 +227,12 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
     actor = learner.loss.actor
     prefix = "actor."
     weights = {k[len(prefix) :]: v for k, v in ckpt["loss"].items() if k.startswith(prefix)}
-    actor.load_state_dict(weights)
+    try:
+        actor.load_state_dict(weights)
+    except RuntimeError as exc:  # weights edited by hand or from another version: name the problem, not torch's
+        raise EvalError(
+            f"the checkpoint's actor weights do not fit its own config: {str(exc).splitlines()[0]}"
+        ) from None
     actor.eval()
     return actor
 
@@ -294,6 +290,8 @@ def policy_source(
         raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
     overrides: dict[str, Any] = {"obs_noise": False}
     if saved_task.get("name") == task and saved_task.get("motion_file"):
+        if not Path(saved_task["motion_file"]).is_file():
+            raise EvalError(f"the motion file the policy was trained on is gone: {saved_task['motion_file']}")
         overrides["motion_file"] = saved_task["motion_file"]
     return ckpt, task, overrides
 
@@ -403,9 +401,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.num_envs < 1:
-        parser.error(f"--num-envs must be >= 1, got {args.num_envs}")
-    if args.episode_s is not None and args.episode_s <= 0:
-        parser.error(f"--episode-s must be > 0, got {args.episode_s}")
+        fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
+    if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
+        fail(parser.prog, f"--episode-s must be a finite number > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     try:
@@ -420,8 +418,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             return series
         checkpoint = args.checkpoint[0] if args.checkpoint is not None else None
         result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, **common)
-    except EvalError as exc:
-        parser.error(str(exc))
+    except (EvalError, CheckpointError, MotionFileError) as exc:
+        fail(parser.prog, exc)
     print(format_table(result))
     print(f"summary: {result['summary_path']}")
     return result

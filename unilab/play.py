@@ -21,6 +21,7 @@ import argparse
 import math
 import os
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,9 +29,13 @@ import mujoco
 import numpy as np
 import torch
 
+from torchrl_ext.checkpoint import CheckpointError
+from torchrl_ext.run_dir import fsync_path
+from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
 from unilab.eval import EvalError, checkpoint_policy, onnx_policy, policy_source
 from unilab.mdp.rng import advance, make_rng
+from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 
 VIDEO_NAME = "play_video.mp4"
@@ -156,16 +161,24 @@ def render_rollout(
     drawer = TileRenderer(env.sim.model, tiles, width, height, fast)
     rng = make_rng(seed, env.device)
     state = env.reset(rng)
-    writer = imageio.get_writer(str(path), fps=fps, codec="libx264", macro_block_size=1, quality=7)
+    # Rendered beside the target and renamed into place when complete, so a stopped render never leaves a
+    # truncated video under the final name (the suffix stays last: ffmpeg picks the container from it).
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
+    writer = imageio.get_writer(str(tmp), fps=fps, codec="libx264", macro_block_size=1, quality=7)
     try:
-        writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
-        for _ in range(steps):
-            rng = advance(rng)
-            state, _ = env.step(state, policy(state["obs", "policy"]), rng)
+        try:
             writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+            for _ in range(steps):
+                rng = advance(rng)
+                state, _ = env.step(state, policy(state["obs", "policy"]), rng)
+                writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+        finally:
+            writer.close()
+            drawer.close()
+        fsync_path(tmp)
+        os.replace(tmp, path)
     finally:
-        writer.close()
-        drawer.close()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -214,8 +227,8 @@ def play(
     video goes beside the checkpoint or ONNX file. Observation noise is off, as in ``eval``, and the episode length
     is stretched to cover the video so time-outs do not cut the motion.
     """
-    if seconds <= 0:
-        raise EvalError(f"seconds must be > 0, got {seconds}")
+    if not 0.0 < seconds < math.inf:
+        raise EvalError(f"seconds must be a finite number > 0, got {seconds}")
     if onnx is not None and not Path(onnx).is_file():
         raise EvalError(f"onnx policy not found: {onnx}")
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
@@ -248,11 +261,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--still", type=Path, default=None, help="also write the middle frame to this PNG")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.num_envs < 1:
-        parser.error(f"--num-envs must be >= 1, got {args.num_envs}")
-    if args.seconds <= 0:
-        parser.error(f"--seconds must be > 0, got {args.seconds}")
+        fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
+    if not 0.0 < args.seconds < math.inf:
+        fail(parser.prog, f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:
-        parser.error(f"--width and --height must be even and positive, got {args.width}x{args.height}")
+        fail(parser.prog, f"--width and --height must be even and positive, got {args.width}x{args.height}")
     try:
         path = play(
             args.checkpoint,
@@ -265,8 +278,8 @@ def main(argv: list[str] | None = None) -> Path:
             args.width,
             args.height,
         )
-    except EvalError as exc:
-        parser.error(str(exc))
+    except (EvalError, CheckpointError, MotionFileError) as exc:
+        fail(parser.prog, exc)
     print(f"video: {path}")
     if args.still is not None:
         print(f"still: {save_still(path, args.still)}")

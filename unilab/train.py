@@ -8,13 +8,20 @@ Same overrides from both entry points:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
+import signal
 import sys
+import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import mujoco
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
@@ -23,11 +30,31 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from torchrl_ext.checkpoint import (
+    CheckpointError,
+    check_compatible,
+    checkpoint_iteration,
+    list_checkpoints,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from torchrl_ext.config import TrainConfig, validate
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
-from torchrl_ext.run_dir import SUMMARY_FILENAME, RunSummary, environment_info, make_run_dir, write_json_atomic
+from torchrl_ext.resources import check_fits, replay_row_bytes
+from torchrl_ext.run_dir import (
+    LOCK_FILENAME,
+    SUMMARY_FILENAME,
+    RunLock,
+    RunSummary,
+    environment_info,
+    make_run_dir,
+    write_json_atomic,
+)
 from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
+from unilab.cli import fail
+from unilab.envs.functional import FunctionalEnv
 from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import list_tasks, make_functional_env
@@ -73,42 +100,204 @@ def resolve_device(cfg: TrainConfig) -> str:
     return device
 
 
-def check_run_paths(cfg: TrainConfig) -> None:
-    """Refuse, before any work, a checkpoint to resume that is not there, and an explicit ``training.log_dir``
-    that already holds a run: a new run would overwrite its checkpoints and summary. Continuing that run
-    (resuming from one of its own checkpoints) is the one way back into it."""
-    resume = Path(cfg.algo.resume) if cfg.algo.resume else None
-    if resume is not None and not resume.is_file():
+def check_inputs(cfg: TrainConfig) -> None:
+    """Files the config names must exist; checked first so a typo costs nothing."""
+    if cfg.algo.resume and not Path(cfg.algo.resume).is_file():
         raise ValueError(f"algo.resume={cfg.algo.resume}: no such checkpoint file")
-    if cfg.training.log_dir is None:
+    if cfg.task.motion_file and not Path(cfg.task.motion_file).is_file():
+        raise ValueError(f"task.motion_file={cfg.task.motion_file}: no such file")
+
+
+def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"obs_noise": cfg.task.obs_noise}
+    if cfg.task.motion_file:
+        overrides["motion_file"] = cfg.task.motion_file
+    if cfg.task.episode_length_s is not None:
+        overrides["episode_length_s"] = cfg.task.episode_length_s
+    return overrides
+
+
+def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str) -> None:
+    """Replay buffer, update minibatches and per-env physics state against the free memory of the device they live
+    on; ``probe`` is a one-env build of the task, which gives the observation sizes without allocating the run."""
+    a = cfg.algo
+    row = replay_row_bytes(probe.obs_dims, probe.action_dim)
+    parts = {
+        "replay": a.replay_buffer_n * a.num_envs * row,
+        "update minibatches": a.batch_size * a.updates_per_step * row,
+        "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer,
+    }
+    check_fits(parts, torch.device(device), "lower algo.num_envs, algo.replay_buffer_n or algo.batch_size")
+
+
+def _summary_status(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / SUMMARY_FILENAME).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_log_dir(run_dir: Path, resume: Path | None) -> None:
+    """Refuse a directory that already holds a run (a summary or checkpoints), unless this run continues it from
+    its latest checkpoint and it did not complete. Anything else would overwrite later work: resuming an older
+    checkpoint there, or a completed run, is refused rather than redirected, and the message says where to go."""
+    checkpoints = list_checkpoints(run_dir)
+    has_summary = (run_dir / SUMMARY_FILENAME).exists()
+    if not checkpoints and not has_summary:
         return
-    log_dir = Path(cfg.training.log_dir)
-    continuing = resume is not None and resume.resolve().parent == log_dir.resolve()
-    if (log_dir / SUMMARY_FILENAME).exists() and not continuing:
+    held = ", ".join([SUMMARY_FILENAME] * has_summary + [path.name for _, path in checkpoints[-3:]])
+    status = _summary_status(run_dir)
+    inside = resume is not None and resume.resolve().parent == run_dir.resolve()
+    if not inside:
+        hint = ""
+        if checkpoints and status != "completed":
+            hint = f", or continue that run with algo.resume={checkpoints[-1][1]}"
+        raise ValueError(f"training.log_dir={run_dir} already holds a run ({held}); choose a new directory{hint}")
+    new_dir = "resume into a new directory (leave training.log_dir unset, or name an empty one)"
+    later = [path.name for it, path in checkpoints if it > (checkpoint_iteration(resume) or 0)]
+    if later:
         raise ValueError(
-            f"training.log_dir={log_dir} already holds a run ({SUMMARY_FILENAME}); choose a new directory, "
-            f"or continue that run with algo.resume={log_dir}/model_<iteration>.pt"
+            f"refusing to resume {resume.name} into training.log_dir={run_dir}: it holds later checkpoints "
+            f"({', '.join(later)}) that the resumed run would overwrite; {new_dir}"
         )
+    if status == "completed":
+        raise ValueError(
+            f"refusing to resume {resume.name} into training.log_dir={run_dir}: that run completed and its "
+            f"{SUMMARY_FILENAME} would be overwritten; {new_dir}"
+        )
+
+
+def claim_run_dir(cfg: TrainConfig) -> tuple[Path, RunLock, bool]:
+    """The run directory, locked for this process, and whether this call created it. The checks on what an
+    explicit directory holds run under the lock, so two processes cannot both pass them."""
+    if cfg.training.log_dir is None:
+        run_dir = make_run_dir(None, cfg.algo.name, cfg.task.name, cfg.sim.name, root=cfg.training.log_root)
+        return run_dir, RunLock(run_dir), True
+    run_dir = Path(cfg.training.log_dir)
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir)
+    try:
+        check_log_dir(run_dir, Path(cfg.algo.resume) if cfg.algo.resume else None)
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, lock, created
+
+
+@dataclass
+class Prepared:
+    """A run that passed every check and is built, ready for its first iteration."""
+
+    cfg: TrainConfig
+    env: FunctionalEnv
+    trainer: OffPolicyTrainer
+    run_dir: Path
+    lock: RunLock
+    launched: float  # perf_counter at the start of ``prepare``
+    wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
+    loop_before: float  # seconds of training loop, likewise
+
+
+def prepare(cfg: TrainConfig) -> Prepared:
+    """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
+    ``ValueError`` (one line) for bad input, before the first iteration."""
+    launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
+    device = resolve_device(cfg)
+    check_inputs(cfg)
+    ckpt = None
+    if cfg.algo.resume:
+        ckpt = load_checkpoint(Path(cfg.algo.resume))
+        check_compatible(ckpt["config"], cfg, Path(cfg.algo.resume))
+        if ckpt["iteration"] >= cfg.algo.max_iterations:
+            raise ValueError(
+                f"algo.resume={cfg.algo.resume} is at iteration {ckpt['iteration']}, not below "
+                f"algo.max_iterations={cfg.algo.max_iterations}; raise algo.max_iterations to train on"
+            )
+    probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
+    check_memory(cfg, probe, device)
+    run_dir, lock, created = claim_run_dir(cfg)
+    try:
+        env = make_functional_env(
+            cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
+        )
+        trainer = OffPolicyTrainer(env, cfg.algo)
+        if ckpt is not None:
+            try:
+                trainer.load_state_dict(ckpt)
+            except (RuntimeError, KeyError, ValueError) as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise CheckpointError(f"checkpoint {cfg.algo.resume} does not fit the config: {reason}") from None
+    except BaseException:
+        lock.release()
+        if created:  # leave no empty directory behind for a run that never started
+            (run_dir / LOCK_FILENAME).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
+        raise
+    return Prepared(
+        cfg=cfg,
+        env=env,
+        trainer=trainer,
+        run_dir=run_dir,
+        lock=lock,
+        launched=launched,
+        wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
+        loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
+    )
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP all ask the loop to stop at the end of the current iteration, which is then saved.
+
+    Stopping between iterations means the final checkpoint holds a consistent trainer, never one caught halfway
+    through an update. Signals that arrive while stopping are reported and otherwise ignored, so the final
+    checkpoint and summary are always finished (every file is also written atomically, so even SIGKILL leaves the
+    previous version whole). Handlers can only be set from the main thread; elsewhere Ctrl-C keeps Python's
+    KeyboardInterrupt, which the loop also treats as a stop.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            print(f"\n{name}: stopping after this iteration, then saving a checkpoint and the summary", file=sys.stderr)
+        else:
+            print(f"\n{name}: already stopping ({self.received}); the final files are being written", file=sys.stderr)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
-    launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
-    device = resolve_device(cfg)
-    check_run_paths(cfg)
-    task_args = {"motion_file": cfg.task.motion_file} if cfg.task.motion_file else {}
-    env = make_functional_env(
-        cfg.task.name,
-        sim=cfg.sim.name,
-        num_envs=cfg.algo.num_envs,
-        device=device,
-        obs_noise=cfg.task.obs_noise,
-        **task_args,
-    )
-    trainer = OffPolicyTrainer(env, cfg.algo)
-    if cfg.algo.resume:
-        trainer.load_state_dict(torch.load(cfg.algo.resume, map_location=env.device, weights_only=False))
-    run_dir = make_run_dir(cfg.training.log_dir, cfg.algo.name, cfg.task.name, cfg.sim.name, root=cfg.training.log_root)
+    return train(prepare(cfg))
+
+
+def train(prepared: Prepared) -> RunSummary:
+    """Run the training loop of a prepared run; the run directory's lock is released when it returns."""
+    try:
+        return _train(prepared)
+    finally:
+        prepared.lock.release()
+
+
+def _train(prepared: Prepared) -> RunSummary:
+    cfg, env, trainer, run_dir = prepared.cfg, prepared.env, prepared.trainer, prepared.run_dir
+    start_iteration = trainer.iteration
     config_dict = dataclasses.asdict(cfg)
     environment = environment_info(CONFIG_DIR.parent)
     write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
@@ -117,6 +306,10 @@ def run(cfg: TrainConfig) -> RunSummary:
     start_utc = datetime.now(UTC).isoformat()
     started = time.perf_counter()
     status, error, last_checkpoint, last_episodes = "running", None, None, {}
+    stop = StopSignals()
+
+    def loop_seconds() -> float:
+        return prepared.loop_before + time.perf_counter() - started
 
     def summary(status: str, at: LogPoint | None = None) -> RunSummary:
         """The run so far; ``at`` a log point, whose counts match the meter's (the host may have queued more)."""
@@ -129,7 +322,7 @@ def run(cfg: TrainConfig) -> RunSummary:
             num_envs=cfg.algo.num_envs,
             completed_iterations=trainer.iteration if at is None else at.iteration,
             total_env_steps=trainer.env_steps if at is None else at.env_steps,
-            training_wall_time_sec=time.perf_counter() - started,
+            training_wall_time_sec=loop_seconds(),
             start_time_utc=start_utc,
             end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
             last_checkpoint=last_checkpoint,
@@ -138,13 +331,20 @@ def run(cfg: TrainConfig) -> RunSummary:
             config=config_dict,
             environment=environment,
             error=error,
+            stopped_by=stop.received,
         )
 
     def save() -> str:
-        path = run_dir / f"model_{trainer.iteration}.pt"
-        # Wall time since `train` started rides along, so evaluating saved checkpoints gives time-to-threshold.
-        wall = time.perf_counter() - launched
-        torch.save({**trainer.state_dict(), "config": config_dict, "train_wall_time_sec": wall}, path)
+        # Wall time since `train` started rides along (continued across resumes), so evaluating saved
+        # checkpoints gives time-to-threshold.
+        state = {
+            **trainer.state_dict(),
+            "config": config_dict,
+            "train_wall_time_sec": prepared.wall_before + time.perf_counter() - prepared.launched,
+            "loop_wall_time_sec": loop_seconds(),
+        }
+        path = save_checkpoint(state, run_dir / f"model_{trainer.iteration}.pt")
+        prune_checkpoints(run_dir, cfg.training.keep_checkpoints, path)
         return str(path)
 
     def record_laps(laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
@@ -185,54 +385,56 @@ def run(cfg: TrainConfig) -> RunSummary:
     bar = tqdm(total=cfg.algo.max_iterations, initial=trainer.iteration, disable=not cfg.training.progress, unit="it")
     # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
     pending: deque[LogPoint] = deque()
-    try:
-        while not trainer.ready:  # replay pre-fill: not an iteration
-            trainer.collect()
-        first = True
-        while trainer.iteration < cfg.algo.max_iterations:
-            trainer.collect()
-            timer.split()
-            metrics = trainer.update()
-            trainer.iteration += 1
-            if first:  # capture / first-update iteration: excluded from the tail rate
-                timer.start()
-                first = False
-            else:
-                timer.lap()
-            bar.update(1)
-            log_ready(wait=False)
-            last = trainer.iteration == cfg.algo.max_iterations
-            if trainer.iteration % cfg.training.log_interval == 0 or last:
-                point = trainer.log_point(metrics)
-                point.laps = timer.take()
-                pending.append(point)
-            if trainer.iteration % cfg.algo.save_interval == 0 or last:
-                last_checkpoint = save()
-        log_ready(wait=True)
-        status = "completed"
-    except KeyboardInterrupt:
-        status = "interrupted"
-    except Exception as exc:
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        bar.close()
+    with stop:  # until the final checkpoint, summary and policy are written; playback can be interrupted
         try:
-            if status == "interrupted":  # what ran before the stop is still worth its log lines
-                log_ready(wait=True)
-            for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
-                record_laps(laps)
-            if status != "completed" and trainer.iteration > 0:
-                last_checkpoint = save()
-        except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
-            stopping = f"{type(exc).__name__}: {exc}"
-            status, error = "failed", stopping if error is None else f"{error}; then, while stopping: {stopping}"
-        writer.close()
-        result = summary(status)
-        result.write(run_dir)
-    if cfg.training.export_onnx:
-        export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
-    if not cfg.training.no_play and last_checkpoint is not None:
+            while not trainer.ready and stop.received is None:  # replay pre-fill: not an iteration
+                trainer.collect()
+            first = True
+            while trainer.iteration < cfg.algo.max_iterations and stop.received is None:
+                trainer.collect()
+                timer.split()
+                metrics = trainer.update()
+                trainer.iteration += 1
+                if first:  # capture / first-update iteration: excluded from the tail rate
+                    timer.start()
+                    first = False
+                else:
+                    timer.lap()
+                bar.update(1)
+                log_ready(wait=False)
+                last = trainer.iteration == cfg.algo.max_iterations
+                if trainer.iteration % cfg.training.log_interval == 0 or last:
+                    point = trainer.log_point(metrics)
+                    point.laps = timer.take()
+                    pending.append(point)
+                if trainer.iteration % cfg.algo.save_interval == 0 or last:
+                    last_checkpoint = save()
+            log_ready(wait=True)
+            status = "completed" if trainer.iteration >= cfg.algo.max_iterations else "interrupted"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            bar.close()
+            try:
+                if status == "interrupted":  # what ran before the stop is still worth its log lines
+                    log_ready(wait=True)
+                for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
+                    record_laps(laps)
+                if status != "completed" and trainer.iteration > start_iteration:
+                    last_checkpoint = save()
+            except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
+                stopping = f"{type(exc).__name__}: {exc}"
+                status, error = "failed", stopping if error is None else f"{error}; then, while stopping: {stopping}"
+            writer.close()
+            result = summary(status)
+            result.write(run_dir)
+        if cfg.training.export_onnx:
+            export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
+    # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
+    if not cfg.training.no_play and last_checkpoint is not None and status == "completed":
         try:
             video = play(
                 Path(last_checkpoint),
@@ -258,22 +460,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sim", default=None, help="mjwarp or mujoco (default: mjwarp with CUDA, else mujoco)")
     args, overrides = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     for flag in [o for o in overrides if o.startswith("-")]:
-        parser.error(f"unrecognised option {flag}")
+        fail(parser.prog, f"unrecognised option {flag}")
     groups = [
         f"{name}={value}" for name, value in (("algo", args.algo), ("task", args.task), ("sim", args.sim)) if value
     ]
     clashing = [o for o in overrides if o.split("=", 1)[0] in ("algo", "task", "sim")]
     if groups and clashing:
-        parser.error(f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
+        fail(parser.prog, f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
     try:
-        cfg = compose_config(groups + overrides)
-        resolve_device(cfg)
-        check_run_paths(cfg)
+        prepared = prepare(compose_config(groups + overrides))
     except OmegaConfBaseException as exc:  # a value of the wrong type: name the key, skip omegaconf's internals
         first_line = str(exc).strip().splitlines()[0]
-        parser.error(f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)
-    except (ValueError, HydraException) as exc:  # unknown name, impossible value, bad override syntax
-        parser.error(str(exc).strip())
-    summary = run(cfg)
+        fail(parser.prog, f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)
+    except (ValueError, HydraException) as exc:  # unknown name, impossible value, bad file, too little memory
+        fail(parser.prog, str(exc))
+    summary = train(prepared)
+    if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
+        for signum in StopSignals.SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    if summary.status == "interrupted" and summary.stopped_by:  # the shell's convention for death by a signal
+        raise SystemExit(128 + signal.Signals[summary.stopped_by])
     if summary.status != "completed":
         raise SystemExit(1)

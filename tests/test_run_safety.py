@@ -1,0 +1,298 @@
+"""Run safety: no foreign code on load, stops that lose no work, one writer per run directory, resumes that never
+overwrite later work or mix configs, bounded allocations, and one-line errors for what a user can get wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_train import tiny
+
+from torchrl_ext.run_dir import RunLock
+from torchrl_ext.trainer import OffPolicyTrainer
+from unilab import eval as eval_cli
+from unilab import play as play_cli
+from unilab.motion import DEFAULT_MOTION
+from unilab.train import compose_config, main, run
+
+REPO = Path(__file__).resolve().parents[1]
+QUIET = ["training.export_onnx=false"]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], exit_info: pytest.ExceptionInfo[SystemExit]) -> str:
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def _signal_in_update(monkeypatch: pytest.MonkeyPatch, at_call: int, *signums: int) -> None:
+    """Deliver ``signums`` to this process during the ``at_call``-th update, as a scheduler or a terminal would."""
+    update, calls = OffPolicyTrainer.update, []
+
+    def signalled(self):
+        calls.append(None)
+        if len(calls) == at_call:
+            for signum in signums:
+                os.kill(os.getpid(), signum)
+        return update(self)
+
+    monkeypatch.setattr(OffPolicyTrainer, "update", signalled)
+
+
+# -- foreign code -------------------------------------------------------------------------------------------------
+
+
+class _Payload:
+    """Unpickling this creates ``marker``: proof that loading ran code from the file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.fixture
+def hostile_checkpoint(tmp_path: Path) -> tuple[Path, Path]:
+    marker = tmp_path / "payload_ran"
+    path = tmp_path / "hostile" / "model_5.pt"
+    path.parent.mkdir()
+    state = {"loss": {}, "optim": {}, "iteration": 5, "env_steps": 0, "config": {}, "extra": _Payload(marker)}
+    torch.save(state, path)
+    return path, marker
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "play"])
+def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(
+    tmp_path: Path, hostile_checkpoint: tuple[Path, Path], command: str, capsys
+) -> None:
+    path, marker = hostile_checkpoint
+    entry = {
+        "train": lambda: main([*tiny(tmp_path, "mujoco", *QUIET), f"algo.resume={path}"]),
+        "eval": lambda: eval_cli.main(["--checkpoint", str(path), "--num-envs", "2"]),
+        "play": lambda: play_cli.main(["--checkpoint", str(path), "--seconds", "0.1"]),
+    }[command]
+    with pytest.raises(SystemExit) as exit_info:
+        entry()
+    err = _one_line_error(capsys, exit_info)
+    assert f"refusing checkpoint {path}: it holds io.open, which is neither a tensor nor a plain value" in err
+    assert not marker.exists()
+    assert not (tmp_path / "run").exists()
+
+
+# -- stops ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_each_stop_signal_ends_with_a_final_checkpoint_and_summary(
+    tmp_path: Path, signum: signal.Signals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _signal_in_update(monkeypatch, 7, signum)
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(tmp_path, "mujoco", "algo.max_iterations=20", *QUIET))
+    assert exit_info.value.code == 128 + signum  # the shell's convention for a process ended by a signal
+    run_dir = tmp_path / "run"
+    data = json.loads((run_dir / "run_summary.json").read_text())
+    assert data["status"] == "interrupted" and data["stopped_by"] == signal.Signals(signum).name
+    assert data["completed_iterations"] == 7 and data["last_checkpoint"] == str(run_dir / "model_7.pt")
+    assert torch.load(run_dir / "model_7.pt", weights_only=True)["iteration"] == 7  # the iteration completed
+    restored = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+    assert signal.getsignal(signum) == restored.get(signum, signal.SIG_DFL)
+
+
+def test_signals_during_the_stop_do_not_cut_it_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _signal_in_update(monkeypatch, 7, signal.SIGINT, signal.SIGINT, signal.SIGTERM)
+    summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=20", *QUIET)))
+    assert summary.status == "interrupted" and summary.stopped_by == "SIGINT"
+    assert torch.load(tmp_path / "run" / "model_7.pt", weights_only=True)["iteration"] == 7
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _iterations_logged(summary: Path, count: int) -> bool:
+    try:
+        return json.loads(summary.read_text())["completed_iterations"] >= count
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize("signals", [("SIGHUP",), ("SIGINT", "SIGINT")], ids=["hangup", "double-ctrl-c"])
+def test_a_train_process_stopped_from_outside_keeps_its_work(tmp_path: Path, signals: tuple[str, ...]) -> None:
+    """A real process and real signals: a terminal closing (SIGHUP), an impatient double Ctrl-C 50 ms apart."""
+    run_dir = tmp_path / "run"
+    overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=100000", "algo.save_interval=100000", *QUIET)
+    code = "from unilab.train import main; main()"  # as the console command: arguments from sys.argv
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *overrides, "training.log_interval=2"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _iterations_logged(run_dir / "run_summary.json", 4), 120, "four logged iterations")
+        for name in signals:
+            child.send_signal(getattr(signal, name))
+            time.sleep(0.05)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + getattr(signal, signals[0]), err
+    data = json.loads((run_dir / "run_summary.json").read_text())
+    assert data["status"] == "interrupted" and data["stopped_by"] == signals[0]
+    checkpoint = torch.load(data["last_checkpoint"], weights_only=True)
+    assert checkpoint["iteration"] == data["completed_iterations"] >= 4
+    assert not [p.name for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+# -- one writer per run directory, resume never overwrites ------------------------------------------------------
+
+
+def test_a_second_writer_is_refused_with_the_holder_named(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = RunLock(run_dir)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(tiny(tmp_path, "mujoco", "algo.max_iterations=2", *QUIET))
+        err = _one_line_error(capsys, exit_info)
+        assert f"run directory {run_dir} is in use by pid {os.getpid()} on host" in err
+        assert [p.name for p in run_dir.iterdir()] == [".lock"]
+    finally:
+        holder.release()
+
+
+def test_the_lock_of_a_process_that_died_does_not_block_the_directory(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    code = f"import os; from torchrl_ext.run_dir import RunLock; RunLock({str(run_dir)!r}); os._exit(9)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 9
+    assert (run_dir / ".lock").read_text().startswith("pid ")
+    summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=2", *QUIET)))
+    assert summary.status == "completed"
+
+
+def test_an_interrupted_run_continues_in_place_and_its_counters_carry_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    base = tiny(tmp_path, "mujoco", "algo.save_interval=5", *QUIET)
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        _signal_in_update(patch, 7, signal.SIGTERM)
+        first = run(compose_config([*base, "algo.max_iterations=20"]))
+    assert first.status == "interrupted" and {p.name for p in run_dir.glob("model_*.pt")} == {
+        "model_5.pt",
+        "model_7.pt",
+    }
+    saved = torch.load(run_dir / "model_7.pt", weights_only=True)
+    capsys.readouterr()
+
+    with pytest.raises(SystemExit) as exit_info:  # an older checkpoint would overwrite model_7.pt
+        main([*base, "algo.max_iterations=20", f"algo.resume={run_dir / 'model_5.pt'}"])
+    err = _one_line_error(capsys, exit_info)
+    assert "refusing to resume model_5.pt" in err and "holds later checkpoints (model_7.pt)" in err
+
+    resumed = run(compose_config([*base, "algo.max_iterations=12", f"algo.resume={run_dir / 'model_7.pt'}"]))
+    assert resumed.status == "completed" and resumed.completed_iterations == 12
+    prefill = 64 // 4  # the replay buffer is not saved: the resumed run refills it
+    assert saved["env_steps"] == first.total_env_steps == (prefill + 7) * 4
+    assert resumed.total_env_steps == saved["env_steps"] + (prefill + 5) * 4
+    assert resumed.training_wall_time_sec > first.training_wall_time_sec
+    final = torch.load(run_dir / "model_12.pt", weights_only=True)
+    assert final["train_wall_time_sec"] > saved["train_wall_time_sec"]
+
+
+# -- mismatched resume ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sac_walk_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("sac_walk")
+    run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=2", *QUIET)))
+    return tmp_path / "run" / "model_2.pt"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            ["algo=flashsac", "task=g1_motion_tracking"],
+            "is sac on g1_walk_flat; the config is flashsac on g1_motion_tracking",
+        ),
+        (
+            ["algo.actor_hidden=[16,16]"],
+            "is sac on g1_walk_flat with algo.actor_hidden=[32, 32]; "
+            "the config is sac on g1_walk_flat with algo.actor_hidden=[16, 16]",
+        ),
+        (
+            ["algo.num_atoms=11"],
+            "is sac on g1_walk_flat with algo.num_atoms=21; the config is sac on g1_walk_flat with algo.num_atoms=11",
+        ),
+    ],
+)
+def test_a_checkpoint_for_another_config_is_named_as_such_before_any_work(
+    tmp_path: Path, sac_walk_checkpoint: Path, overrides: list[str], expected: str, capsys
+) -> None:
+    argv = [*tiny(tmp_path, "mujoco", "algo.max_iterations=4", *QUIET), *overrides]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, f"algo.resume={sac_walk_checkpoint}"])
+    err = _one_line_error(capsys, exit_info)
+    assert f"checkpoint {sac_walk_checkpoint} {expected}" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_already_past_max_iterations_is_refused(tmp_path: Path, sac_walk_checkpoint: Path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*tiny(tmp_path, "mujoco", "algo.max_iterations=2", *QUIET), f"algo.resume={sac_walk_checkpoint}"])
+    assert "is at iteration 2, not below algo.max_iterations=2" in _one_line_error(capsys, exit_info)
+
+
+# -- bounded allocations --------------------------------------------------------------------------------------------
+
+
+def test_a_billion_envs_are_refused_at_once(tmp_path: Path, capsys) -> None:
+    started = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_info:
+        main([*tiny(tmp_path, "mujoco"), "algo.num_envs=1000000000"])
+    elapsed = time.perf_counter() - started
+    err = _one_line_error(capsys, exit_info)
+    assert "this run needs at least" in err and "(replay " in err and "lower algo.num_envs" in err
+    assert elapsed < 1.0
+    assert not (tmp_path / "run").exists()
+
+
+def test_old_checkpoints_are_pruned_after_each_save(tmp_path: Path) -> None:
+    argv = tiny(tmp_path, "mujoco", "algo.max_iterations=25", "algo.save_interval=5", *QUIET)
+    run(compose_config([*argv, "training.keep_checkpoints=2"]))
+    assert {p.name for p in (tmp_path / "run").glob("model_*.pt")} == {"model_20.pt", "model_25.pt"}
+
+
+# -- user errors ----------------------------------------------------------------------------------------------------
+
+
+def test_a_bad_motion_file_is_one_line_naming_the_problem(tmp_path: Path, capsys) -> None:
+    with np.load(DEFAULT_MOTION) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["fps"] = np.array(0.02)
+    bad = tmp_path / "slow.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*tiny(tmp_path, "mujoco"), "task=g1_motion_tracking", f"task.motion_file={bad}"])
+    err = _one_line_error(capsys, exit_info)
+    assert f"{bad}: key 'fps' must be a finite positive frame rate in [1, 1000] Hz, got 0.02" in err
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,117 @@
+"""Checkpoints: written atomically, read without running code, checked against the config before use.
+
+A checkpoint holds only tensors and plain Python values (dicts, lists, numbers, strings, None), so ``torch.load``
+with ``weights_only=True`` reads it: a file from somewhere else cannot execute anything when it is loaded, and a
+file that needs more than that is refused rather than trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchrl_ext.config import TrainConfig
+from torchrl_ext.run_dir import write_atomic
+
+CHECKPOINT_PATTERN = re.compile(r"model_(\d+)\.pt")
+REQUIRED_KEYS = ("loss", "optim", "iteration", "env_steps", "config", "train_wall_time_sec", "loop_wall_time_sec")
+# Settings that fix the shapes of what a learner saves; a resume must match them exactly.
+SHAPE_KEYS = {
+    "sac": ("actor_hidden", "critic_hidden", "num_atoms", "obs_normalization"),
+    "flashsac": (
+        "actor_width",
+        "actor_blocks",
+        "critic_width",
+        "critic_blocks",
+        "num_atoms",
+        "reward_normalization",
+        "num_envs",  # the held exploration noise and the reward normaliser are per env
+    ),
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: missing, unreadable, refused by the safe loader, or made for another
+    config. The message is one line naming the file."""
+
+
+def checkpoint_iteration(path: Path) -> int | None:
+    """The iteration in a ``model_<iteration>.pt`` name; None for any other file."""
+    match = CHECKPOINT_PATTERN.fullmatch(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``(iteration, path)`` of the run's checkpoints, oldest first."""
+    found = [(checkpoint_iteration(p), p) for p in Path(run_dir).glob("model_*.pt")]
+    return sorted((it, p) for it, p in found if it is not None)
+
+
+def save_checkpoint(state: dict[str, Any], path: Path) -> Path:
+    write_atomic(path, lambda handle: torch.save(state, handle))
+    return Path(path)
+
+
+def _unreadable(path: Path, exc: Exception) -> CheckpointError:
+    """One line for a failed load. torch's own message runs to a paragraph whose advice is to turn the safety off,
+    exactly what a foreign file must not get, so only the refused global or the unpickler's reason is kept."""
+    text = str(exc)
+    refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if refused:
+        return CheckpointError(
+            f"refusing checkpoint {path}: it holds {refused.group(1)}, which is neither a tensor nor a plain value, "
+            "and loading it could run code"
+        )
+    reason = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+    lines = text.strip().splitlines()
+    detail = reason.group(1) if reason else (lines[0] if lines else "")
+    return CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {detail}")
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:
+        raise _unreadable(path, exc) from None
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f"{path} is not a training checkpoint: it holds a {type(ckpt).__name__}, not a dict")
+    missing = [key for key in REQUIRED_KEYS if key not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path} is not a training checkpoint of this version: it lacks {missing}")
+    if not isinstance(ckpt["config"], dict):
+        raise CheckpointError(f"{path} is not a training checkpoint: its 'config' is not a dict")
+    return ckpt
+
+
+def _describe(config: dict[str, Any], keys: list[str]) -> str:
+    algo, task = config.get("algo", {}), config.get("task", {})
+    shapes = ", ".join(f"algo.{key}={algo.get(key)}" for key in keys)
+    return f"{algo.get('name')} on {task.get('name')}" + (f" with {shapes}" if shapes else "")
+
+
+def check_compatible(saved: dict[str, Any], cfg: TrainConfig, path: Path) -> None:
+    """Refuse a checkpoint made for another algo, task or network size, in terms of the config, before any work
+    (loading it would fail later with a state_dict traceback, or worse, half succeed)."""
+    wanted = dataclasses.asdict(cfg)
+    saved_algo, saved_task = saved.get("algo", {}), saved.get("task", {})
+    same_run_kind = (saved_algo.get("name"), saved_task.get("name")) == (cfg.algo.name, cfg.task.name)
+    keys = [] if not same_run_kind else [k for k in SHAPE_KEYS[cfg.algo.name] if saved_algo.get(k) != wanted["algo"][k]]
+    if not same_run_kind or keys:
+        raise CheckpointError(f"checkpoint {path} is {_describe(saved, keys)}; the config is {_describe(wanted, keys)}")
+
+
+def prune_checkpoints(run_dir: Path, keep: int, just_written: Path) -> list[Path]:
+    """Delete all but the ``keep`` newest checkpoints (``keep`` <= 0: keep all); ``just_written`` always stays."""
+    if keep <= 0:
+        return []
+    doomed = [path for _, path in list_checkpoints(run_dir)[:-keep] if path != Path(just_written)]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return doomed

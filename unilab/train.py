@@ -33,7 +33,6 @@ from tqdm import tqdm
 from torchrl_ext.checkpoint import (
     CheckpointError,
     check_compatible,
-    checkpoint_iteration,
     list_checkpoints,
     load_checkpoint,
     prune_checkpoints,
@@ -137,7 +136,7 @@ def _summary_status(run_dir: Path) -> str | None:
         return None
 
 
-def check_log_dir(run_dir: Path, resume: Path | None) -> None:
+def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | None) -> None:
     """Refuse a directory that already holds a run (a summary or checkpoints), unless this run continues it from
     its latest checkpoint and it did not complete. Anything else would overwrite later work: resuming an older
     checkpoint there, or a completed run, is refused rather than redirected, and the message says where to go."""
@@ -154,7 +153,7 @@ def check_log_dir(run_dir: Path, resume: Path | None) -> None:
             hint = f", or continue that run with algo.resume={checkpoints[-1][1]}"
         raise ValueError(f"training.log_dir={run_dir} already holds a run ({held}); choose a new directory{hint}")
     new_dir = "resume into a new directory (leave training.log_dir unset, or name an empty one)"
-    later = [path.name for it, path in checkpoints if it > (checkpoint_iteration(resume) or 0)]
+    later = [path.name for it, path in checkpoints if it > (resume_iteration or 0)]
     if later:
         raise ValueError(
             f"refusing to resume {resume.name} into training.log_dir={run_dir}: it holds later checkpoints "
@@ -167,7 +166,7 @@ def check_log_dir(run_dir: Path, resume: Path | None) -> None:
         )
 
 
-def claim_run_dir(cfg: TrainConfig) -> tuple[Path, RunLock, bool]:
+def claim_run_dir(cfg: TrainConfig, resume_iteration: int | None) -> tuple[Path, RunLock, bool]:
     """The run directory, locked for this process, and whether this call created it. The checks on what an
     explicit directory holds run under the lock, so two processes cannot both pass them."""
     if cfg.training.log_dir is None:
@@ -178,7 +177,7 @@ def claim_run_dir(cfg: TrainConfig) -> tuple[Path, RunLock, bool]:
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir)
     try:
-        check_log_dir(run_dir, Path(cfg.algo.resume) if cfg.algo.resume else None)
+        check_log_dir(run_dir, Path(cfg.algo.resume) if cfg.algo.resume else None, resume_iteration)
     except BaseException:
         lock.release()
         raise
@@ -216,7 +215,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
             )
     probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
     check_memory(cfg, probe, device)
-    run_dir, lock, created = claim_run_dir(cfg)
+    run_dir, lock, created = claim_run_dir(cfg, None if ckpt is None else ckpt["iteration"])
     try:
         env = make_functional_env(
             cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)

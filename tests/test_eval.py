@@ -224,3 +224,14 @@ def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--checkpoint", str(garbage)])
     assert f"cannot read checkpoint {garbage}" in capsys.readouterr().err
+
+
+def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--num-envs", "1000000000", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1
+    assert "needs at least" in err and "recorded steps" in err and "lower --num-envs" in err
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--episode-s", "nan"])
+    assert "--episode-s must be a finite number > 0, got nan" in capsys.readouterr().err

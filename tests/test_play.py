@@ -118,6 +118,17 @@ def test_play_cli_names_the_missing_path(tmp_path: Path, capsys: pytest.CaptureF
     assert "nope.onnx" in capsys.readouterr().err
 
 
+def test_play_refuses_what_it_cannot_render_in_one_line(tiny_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = str(tiny_run / "model_3.pt")
+    with pytest.raises(SystemExit) as exc:
+        play.main(["--checkpoint", checkpoint, "--num-envs", "1000000000"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "lower --num-envs" in err
+    with pytest.raises(SystemExit):
+        play.main(["--checkpoint", checkpoint, "--seconds", "inf"])
+    assert "--seconds must be a finite number > 0, got inf" in capsys.readouterr().err
+
+
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:
     scalars = curves.read_scalars(tiny_run)
     assert curves.RATE_TAG in scalars and any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars)

@@ -19,15 +19,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mujoco
 import torch
 from tensordict import TensorDict
 
 from torchrl_ext.checkpoint import CheckpointError, load_checkpoint
+from torchrl_ext.resources import InsufficientMemoryError, check_fits
 from torchrl_ext.run_dir import write_json_atomic
 from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.mdp import tracking
+from unilab.mdp.rng import make_rng
 from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env
 
@@ -296,6 +299,19 @@ def policy_source(
     return ckpt, task, overrides
 
 
+def check_memory(task: str, overrides: dict[str, Any], num_envs: int, device: str, record: bool) -> None:
+    """Refuse, before building anything, an env count whose physics state (and, with ``record``, the readings a
+    rollout keeps for every step) cannot fit in the device's free memory. A one-env probe gives the sizes."""
+    probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
+    parts = {"envs": num_envs * mujoco.MjData(probe.sim.model).nbuffer}
+    if record:
+        read = tracking_readings if is_tracking(probe) else walk_readings
+        readings = read(probe, probe.reset(make_rng(0, probe.device)))
+        per_step = sum(value.numel() * value.element_size() for value in readings.values())
+        parts["recorded steps"] = probe.ctx.max_episode_steps * num_envs * per_step
+    check_fits(parts, torch.device(device), "lower --num-envs")
+
+
 def evaluate(
     checkpoint: Path | None,
     onnx: Path | None,
@@ -316,6 +332,7 @@ def evaluate(
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
+    check_memory(task, overrides, num_envs, device, record=True)
     env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
     # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
@@ -418,7 +435,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             return series
         checkpoint = args.checkpoint[0] if args.checkpoint is not None else None
         result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, **common)
-    except (EvalError, CheckpointError, MotionFileError) as exc:
+    except (EvalError, CheckpointError, MotionFileError, InsufficientMemoryError) as exc:
         fail(parser.prog, exc)
     print(format_table(result))
     print(f"summary: {result['summary_path']}")

@@ -30,10 +30,11 @@ import numpy as np
 import torch
 
 from torchrl_ext.checkpoint import CheckpointError
+from torchrl_ext.resources import InsufficientMemoryError
 from torchrl_ext.run_dir import fsync_path
 from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
-from unilab.eval import EvalError, checkpoint_policy, onnx_policy, policy_source
+from unilab.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
 from unilab.mdp.rng import advance, make_rng
 from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
@@ -233,6 +234,7 @@ def play(
         raise EvalError(f"onnx policy not found: {onnx}")
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     overrides["episode_length_s"] = max(make_task(task, **overrides).episode_length_s, float(seconds))
+    check_memory(task, overrides, num_envs, "cpu", record=False)
     env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
     source = Path(checkpoint if checkpoint is not None else onnx)
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.width,
             args.height,
         )
-    except (EvalError, CheckpointError, MotionFileError) as exc:
+    except (EvalError, CheckpointError, MotionFileError, InsufficientMemoryError) as exc:
         fail(parser.prog, exc)
     print(f"video: {path}")
     if args.still is not None:

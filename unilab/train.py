@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -266,9 +267,13 @@ class StopSignals:
         name = signal.Signals(signum).name
         if self.received is None:
             self.received = name
-            print(f"\n{name}: stopping after this iteration, then saving a checkpoint and the summary", file=sys.stderr)
+            message = f"{name}: stopping after this iteration, then saving a checkpoint and the summary"
         else:
-            print(f"\n{name}: already stopping ({self.received}); the final files are being written", file=sys.stderr)
+            message = f"{name}: already stopping ({self.received}); the final files are being written"
+        # os.write, not print: the signal may land inside a buffered write to stderr (the progress bar), and a
+        # second buffered write from the handler would raise a reentrancy error into the training loop.
+        with contextlib.suppress(OSError):  # no stderr (a daemon) is no reason to break the stop
+            os.write(2, f"\n{message}\n".encode())
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from unilab.motion import DEFAULT_MOTION
 from unilab.motion.reference import DURATION_S, FPS, generate_reference_clip, save_clip
-from unilab.sim import load_model
+from unilab.robots import g1
 
 
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description="Regenerate the shipped G1 reference clip.")
     parser.add_argument("--out", type=Path, default=DEFAULT_MOTION, help="where to write the .npz clip")
     args = parser.parse_args(argv)
-    clip = generate_reference_clip(load_model(), fps=FPS, duration=DURATION_S)
+    clip = generate_reference_clip(g1.load_model(), fps=FPS, duration=DURATION_S)
     path = save_clip(args.out, clip)
     frames = clip["joint_pos"].shape[0]
     print(f"wrote {path} ({frames} frames at {FPS:g} Hz, {path.stat().st_size / 1024:.0f} KiB)")

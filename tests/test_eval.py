@@ -9,20 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from unilab.eval import (
-    SERIES_NAME,
-    SUMMARY_NAME,
-    main,
-    meets_thresholds,
-    quat_angle,
-    rollout,
-    score,
-    tracking_metrics,
-    tracking_readings,
-    walk_metrics,
-)
-from unilab.mdp.rng import make_rng
-from unilab.tasks.registry import make_functional_env
+from unilab.core.math import quat_angle
+from unilab.core.rng import make_rng
+from unilab.eval import SERIES_NAME, SUMMARY_NAME, main, meets_thresholds, rollout, score
+from unilab.tasks import registry
+from unilab.tasks.g1_motion_tracking.metrics import readings as tracking_readings
+from unilab.tasks.g1_motion_tracking.metrics import score as tracking_metrics
+from unilab.tasks.g1_walk_flat.metrics import score as walk_metrics
+from unilab.tasks.registry import get_task, make_functional_env, register_task
 from unilab.train import compose_config, run
 
 T, N = 5, 3
@@ -50,7 +44,7 @@ def _walk(**changes: torch.Tensor) -> dict[str, float]:
         "lin_vel_xy": torch.zeros(T, N, 2),
         "yaw_rate": torch.zeros(T, N),
         "active": torch.ones(T, N, dtype=torch.bool),
-        "fell": torch.zeros(N, dtype=torch.bool),
+        "failed": torch.zeros(N, dtype=torch.bool),
         "episode_length": torch.full((N,), T),
         "dt": 0.02,
     }
@@ -74,7 +68,7 @@ def test_velocity_errors_are_norms_and_absolute_values() -> None:
 
 def test_a_fall_counts_and_a_time_out_does_not() -> None:
     fell = torch.tensor([True, False, False])  # env 0 fell; envs 1, 2 timed out
-    m = _walk(fell=fell, episode_length=torch.tensor([2, T, T]))
+    m = _walk(failed=fell, episode_length=torch.tensor([2, T, T]))
     assert m["fall_rate"] == pytest.approx(1 / 3)
     assert m["mean_episode_length"] == pytest.approx((2 + 2 * T) / 3)
 
@@ -204,14 +198,16 @@ def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run:
     assert (saved["first_meeting_thresholds"] or {}).get("iteration") == expected
 
 
-def test_thresholds_are_issue_6s_bounds() -> None:
+def test_thresholds_come_from_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_registered", {})  # the task registered here is gone after the test
     walk = {"fall_rate": 0.05, "lin_vel_error": 0.25}
     assert meets_thresholds("g1_walk_flat", walk)
     assert not meets_thresholds("g1_walk_flat", {**walk, "fall_rate": 0.06})
     track = {"survival_rate": 0.9, "body_pos_error": 0.1}
     assert meets_thresholds("g1_motion_tracking", track)
     assert not meets_thresholds("g1_motion_tracking", {**track, "body_pos_error": 0.11})
-    assert meets_thresholds("some_other_task", walk) is None
+    register_task("walk_without_metrics", get_task("g1_walk_flat").make_config)
+    assert meets_thresholds("walk_without_metrics", walk) is None
 
 
 def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:

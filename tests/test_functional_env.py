@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
+from unilab.core.rng import advance, make_rng
 from unilab.envs.runner import EnvRunner, NonFiniteActionError
-from unilab.mdp.rng import advance, make_rng
 from unilab.tasks.registry import make_functional_env, make_task
 
 

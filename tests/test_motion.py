@@ -12,8 +12,8 @@ import torch
 
 from unilab.motion import CONTROL_FPS, DEFAULT_MOTION, MotionClips, MotionFileError, load_motions, quat
 from unilab.motion.reference import generate_reference_clip
+from unilab.robots import g1
 from unilab.robots.g1 import BODY_NAMES, DEFAULT_JOINT_POS, JOINT_NAMES
-from unilab.sim import load_model
 
 FRAMES = 501  # 10 s at 50 Hz, both ends included
 FK_TOL = 1e-5
@@ -22,7 +22,7 @@ TENSOR_KEYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return load_model()
+    return g1.load_model()
 
 
 @pytest.fixture(scope="module")

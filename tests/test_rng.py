@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from unilab.mdp import rng
+from unilab.core import rng
 
 
 def test_same_state_same_numbers_and_counters_differ() -> None:

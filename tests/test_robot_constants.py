@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 from unilab.robots import g1
-from unilab.sim import load_model
 
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    return load_model()
+    return g1.load_model()
 
 
 def test_sizes_and_mass(model: mujoco.MjModel) -> None:

@@ -13,7 +13,6 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl_ext import (
     Actor,
     EnsembleCritic,
-    Mirror,
     RunningNorm,
     SACLoss,
     Symmetry,
@@ -21,6 +20,7 @@ from torchrl_ext import (
     project_distribution,
     target_entropy_from_ratio,
 )
+from unilab.core.spec import Mirror
 
 OBS, CRITIC_OBS, ACT, BATCH = 10, 13, 4, 64
 ATOMS, V_MIN, V_MAX = 21, -5.0, 5.0
@@ -38,7 +38,7 @@ def pair_swap_mirror(dim: int) -> Mirror:
     for i in range(0, dim - 1, 2):
         perm[i], perm[i + 1] = i + 1, i
     sign = torch.where((torch.arange(dim) // 2) % 2 == 0, 1.0, -1.0)
-    return Mirror(perm, sign)
+    return Mirror(tuple(perm.tolist()), tuple(sign.tolist()))
 
 
 def make_symmetry() -> Symmetry:

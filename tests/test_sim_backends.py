@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from unilab.assets import G1_FLAT_SCENE
+from unilab.robots import g1
 from unilab.sim import BACKENDS, STATE_FIELDS, SimBackend, SimCapacityError, SimConfig, make_backend
 
 NUM_WORLDS = 4
@@ -54,17 +55,17 @@ def assert_states_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> SimBackend:
-    return make_backend(request.param, NUM_WORLDS, device="cpu")
+    return make_backend(request.param, g1.load_model(), NUM_WORLDS, device="cpu")
 
 
 def test_unknown_backend_is_named() -> None:
     with pytest.raises(ValueError, match=r"unknown physics backend 'bullet'.*mjwarp, mujoco"):
-        make_backend("bullet", 2)
+        make_backend("bullet", g1.load_model(), 2)
 
 
 def test_impossible_world_count() -> None:
     with pytest.raises(ValueError, match="num_worlds must be >= 1, got 0"):
-        make_backend("mujoco", 0)
+        make_backend("mujoco", g1.load_model(), 0)
 
 
 def test_state_carries_the_declared_fields(backend: SimBackend) -> None:
@@ -118,10 +119,10 @@ def test_masked_reset_touches_exactly_the_masked_worlds(backend: SimBackend) -> 
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_worlds_stepped_together_equal_each_stepped_alone(name: str) -> None:
-    together = make_backend(name, 3, device="cpu")
+    together = make_backend(name, g1.load_model(), 3, device="cpu")
     state = start(together, 3)
     qpos, qvel = initial_state(together, 3)
-    single = make_backend(name, 1, device="cpu")
+    single = make_backend(name, g1.load_model(), 1, device="cpu")
     alone = []
     for i in range(3):
         one = single.initial_state()
@@ -144,7 +145,7 @@ def test_backends_agree_over_50_control_steps() -> None:
     float32 round-off growing through contact events, while a wrong gain, sensor or
     integrator setting shows up as errors of 1e-2 and more within a few steps.
     """
-    pair = {name: make_backend(name, NUM_WORLDS, device="cpu") for name in BACKENDS}
+    pair = {name: make_backend(name, g1.load_model(), NUM_WORLDS, device="cpu") for name in BACKENDS}
     states = {name: run(b, start(b, NUM_WORLDS), 50) for name, b in pair.items()}
     warp_, ref = states["mjwarp"], states["mujoco"]
     torch.testing.assert_close(warp_["qpos"], ref["qpos"], atol=2e-4, rtol=0)
@@ -190,7 +191,7 @@ def test_per_world_gains_change_only_their_world(backend: SimBackend) -> None:
 
 
 def test_mjwarp_overflow_is_counted_and_raised() -> None:
-    tight = make_backend("mjwarp", 2, device="cpu", config=SimConfig(nconmax=2, njmax=20))
+    tight = make_backend("mjwarp", g1.load_model(), 2, device="cpu", config=SimConfig(nconmax=2, njmax=20))
     run(tight, start(tight, 2), 1)
     counts = tight.overflow_counts()
     assert counts["contacts"] > 0 and counts["constraints"] > 0
@@ -201,7 +202,7 @@ def test_mjwarp_overflow_is_counted_and_raised() -> None:
 def test_mujoco_overflow_is_counted_and_raised() -> None:
     spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
     spec.memory = 60_000  # bytes of arena: too little for the constraints of a standing G1
-    tight = make_backend("mujoco", 2, config=SimConfig(), model=spec.compile())
+    tight = make_backend("mujoco", spec.compile(), 2, config=SimConfig())
     run(tight, start(tight, 2), 1)
     assert tight.overflow_counts()["constraints"] > 0
     with pytest.raises(SimCapacityError):
@@ -217,7 +218,7 @@ def test_models_with_state_the_backend_does_not_carry_are_refused() -> None:
     spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
     spec.worldbody.add_body(name="target", mocap=True)
     with pytest.raises(ValueError, match="does not carry mocap bodies"):
-        make_backend("mujoco", 1, model=spec.compile())
+        make_backend("mujoco", spec.compile(), 1)
 
 
 @pytest.mark.gpu
@@ -227,7 +228,7 @@ def test_captured_step_replays_like_eager() -> None:
     Contact and solver kernels accumulate with atomics, so two GPU runs differ in the last
     bits and falling robots amplify that; a short horizon keeps the comparison sharp.
     """
-    backend = make_backend("mjwarp", 64, device="cuda")
+    backend = make_backend("mjwarp", g1.load_model(), 64, device="cuda")
     qpos, qvel = initial_state(backend, 64)
     everyone = torch.ones(64, dtype=torch.bool, device="cuda")
     eager, graphed = backend.initial_state(), backend.initial_state()

@@ -7,10 +7,10 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from unilab import make_env
+from unilab.core.rng import advance, make_rng
 from unilab.managers.managers import apply_updates
-from unilab.mdp import tracking
-from unilab.mdp.rng import advance, make_rng
 from unilab.motion import DEFAULT_MOTION, MotionFileError
+from unilab.tasks.g1_motion_tracking import terms as tracking
 from unilab.tasks.registry import make_functional_env, make_task
 
 N = 4
@@ -52,7 +52,7 @@ def _teleport(env, state, qpos: torch.Tensor, qvel: torch.Tensor):
 
 def _action_to_reach(env, frames: torch.Tensor) -> torch.Tensor:
     """The action whose PD target is the reference joint position at ``frames``."""
-    return (_motion(env).joint_pos[frames] - env.ctx.default_joint_pos) / env.task.action.scale
+    return (_motion(env).joint_pos[frames] - env.ctx.default_joint_pos) / env.task.action.params["scale"]
 
 
 def test_observation_widths(env) -> None:

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from unilab.core.rng import make_rng
 from unilab.mdp import commands, curricula, rewards
-from unilab.mdp.rng import make_rng
 from unilab.tasks.registry import make_functional_env
 
 

@@ -25,23 +25,19 @@ from torchrl_ext.flashsac import (
     make_flashsac_optimizers,
 )
 from torchrl_ext.networks import Actor, EnsembleCritic
-from torchrl_ext.sac import Mirror, SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
+from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
 from torchrl_ext.seeding import derive_seed, seeded
-from unilab.envs.functional import FunctionalEnv
-from unilab.mdp import rng as rnglib
+from unilab.core import rng as rnglib
+from unilab.core.spec import EnvSpec
 
 _SPAN_STREAM = rnglib.stream_id("explore/span")
 _NOISE_STREAM = rnglib.stream_id("explore/noise")
 
 
-def _symmetry(env: FunctionalEnv, device: torch.device) -> Symmetry:
-    maps = env.mirrors()
-
-    def mirror(name: str) -> Mirror:
-        m = maps[name]
-        return Mirror(torch.tensor(m.index, device=device), torch.tensor(m.sign, device=device))
-
-    return Symmetry(mirror("policy"), mirror("critic"), mirror("action"))
+def _symmetry(spec: EnvSpec) -> Symmetry:
+    if not spec.mirrors:
+        raise ValueError("algo.use_symmetry needs a task that declares left-right mirror maps; this one has none")
+    return Symmetry(spec.mirrors["policy"], spec.mirrors["critic"], spec.mirrors["action"])
 
 
 class Learner:
@@ -50,10 +46,10 @@ class Learner:
     loss: nn.Module
     minibatch: int
 
-    def __init__(self, cfg: AlgoConfig, env: FunctionalEnv) -> None:
+    def __init__(self, cfg: AlgoConfig, spec: EnvSpec) -> None:
         self.cfg = cfg
-        self.device = device = env.device
-        self.action_dim = env.action_dim
+        self.device = device = spec.device
+        self.action_dim = spec.action_dim
         self.acting: nn.Module | None = None  # the actor ``explore`` runs; set by ``_set_acting``
         self._acting_pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
         self.amp = cfg.amp and device.type == "cuda"
@@ -150,9 +146,9 @@ class Learner:
 class SACLearner(Learner):
     """FastSAC (TASKS.md 3.2-3.3): LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, env)
-        obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
+    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:
+        super().__init__(cfg, spec)
+        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
             actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
             critic = EnsembleCritic(
@@ -171,7 +167,7 @@ class SACLearner(Learner):
             gamma=cfg.gamma,
             tau=cfg.tau,
             alpha_init=cfg.alpha_init,
-            mirror=_symmetry(env, self.device) if cfg.use_symmetry else None,
+            mirror=_symmetry(spec) if cfg.use_symmetry else None,
         ).to(self.device)
         self.optim = make_optimizers(self.loss, lr=cfg.lr, weight_decay=cfg.weight_decay)
         # With symmetry the loss doubles each minibatch with its mirror image.
@@ -194,11 +190,11 @@ class FlashSACLearner(Learner):
     """FlashSAC (TASKS.md 3.4): residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, env)
+    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:
+        super().__init__(cfg, spec)
         if cfg.use_symmetry or cfg.obs_normalization:
             raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
-        obs_dim, critic_dim, act_dim = env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim
+        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
             actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
             critic = FlashCritic(
@@ -210,7 +206,7 @@ class FlashSACLearner(Learner):
                 v_min=cfg.v_min,
                 v_max=cfg.v_max,
             )
-        normalizer = RewardNormalizer(env.num_envs, cfg.gamma) if cfg.reward_normalization else None
+        normalizer = RewardNormalizer(spec.num_envs, cfg.gamma) if cfg.reward_normalization else None
         self.loss = FlashSACLoss(
             actor,
             critic,
@@ -224,8 +220,8 @@ class FlashSACLearner(Learner):
             self.loss, lr=cfg.lr, lr_final=cfg.lr_final, total_steps=cfg.lr_decay_steps
         )
         self.minibatch = cfg.batch_size
-        self.noise = HeldNoise(env.num_envs, act_dim, cfg.noise_max_span, cfg.noise_zipf_mu).to(self.device)
-        self._done = torch.ones(env.num_envs, dtype=torch.bool, device=self.device)
+        self.noise = HeldNoise(spec.num_envs, act_dim, cfg.noise_max_span, cfg.noise_zipf_mu).to(self.device)
+        self._done = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._set_acting(self.loss.actor, acting_copy)
 
     @torch.no_grad()

@@ -21,6 +21,7 @@ from torch.func import functional_call
 from torchrl.objectives import LossModule
 
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
+from unilab.core.spec import Mirror
 
 
 def target_entropy_from_ratio(action_dim: int, ratio: float) -> float:
@@ -48,20 +49,6 @@ def project_distribution(atoms: Tensor, probs: Tensor, v_min: float, v_max: floa
     projected.scatter_add_(-1, lower_index, probs * (1 - upper_share))
     projected.scatter_add_(-1, upper_index, probs * upper_share)
     return projected
-
-
-class Mirror(NamedTuple):
-    """Left-right reflection of a feature vector: ``out[..., i] = x[..., perm[i]] * sign[i]``.
-
-    A NamedTuple rather than a frozen dataclass: the loss builds one inside compiled code, and dynamo (torch 2.11)
-    loses the fields of a frozen dataclass it constructs while tracing.
-    """
-
-    perm: Tensor
-    sign: Tensor
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return x.index_select(-1, self.perm) * self.sign
 
 
 @dataclass(frozen=True)
@@ -228,12 +215,14 @@ class SACLoss(SoftActorCriticLoss):
         # Buffers rather than a plain attribute, so ``.to(device)`` on the loss moves the index tensors too.
         for field in dataclasses.fields(Symmetry):
             reflection: Mirror = getattr(mirror, field.name)
-            self.register_buffer(f"_mirror_{field.name}_perm", reflection.perm.long(), persistent=False)
-            self.register_buffer(f"_mirror_{field.name}_sign", reflection.sign, persistent=False)
+            self.register_buffer(f"_mirror_{field.name}_perm", torch.tensor(reflection.index), persistent=False)
+            self.register_buffer(f"_mirror_{field.name}_sign", torch.tensor(reflection.sign), persistent=False)
 
-    def mirror(self, space: str) -> Mirror:
-        """The reflection of ``space`` ("observation", "critic_observation" or "action")."""
-        return Mirror(getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign"))
+    def mirror(self, space: str) -> Callable[[Tensor], Tensor]:
+        """The reflection of ``space`` ("observation", "critic_observation" or "action"):
+        ``out[..., i] = x[..., index[i]] * sign[i]``."""
+        perm, sign = getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign")
+        return lambda x: x.index_select(-1, perm) * sign
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""

@@ -142,10 +142,11 @@ class OffPolicyTrainer:
             raise ValueError(f"unknown algo {cfg.name!r}; known algos: {', '.join(LEARNERS)}")
         self.env = env
         self.cfg = cfg
-        dev = self.device = env.device
+        spec = env.spec()
+        dev = self.device = spec.device
         torch.manual_seed(derive_seed(cfg.seed, "loss"))  # the losses draw from torch's default generators
-        self.learner = LEARNERS[cfg.name](env, cfg, acting_copy=cfg.overlap_updates)
-        self.capture = dev.type == "cuda" and env.sim.capabilities.graph_capturable
+        self.learner = LEARNERS[cfg.name](spec, cfg, acting_copy=cfg.overlap_updates)
+        self.capture = spec.graph_capturable
         self.runner = EnvRunner(
             env,
             self.learner.explore,
@@ -174,7 +175,7 @@ class OffPolicyTrainer:
         self._episodes = TensorDict(
             {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
         )
-        self._term_names = list(env.task.rewards)
+        self._term_names = list(spec.reward_terms)
         self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
         self._term_steps = 0
 

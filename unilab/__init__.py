@@ -24,6 +24,6 @@ if _gl is not None:
 
 __version__ = "0.1.0"
 
-from unilab.tasks.registry import list_tasks, make_env  # noqa: E402  (after the GL choice, on purpose)
+from unilab.tasks.registry import list_tasks, make_env, register_task  # noqa: E402  (after the GL choice, on purpose)
 
-__all__ = ["list_tasks", "make_env"]
+__all__ = ["list_tasks", "make_env", "register_task"]

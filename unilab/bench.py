@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from unilab.robots import g1
 from unilab.sim import BACKENDS, SimBackend, SimConfig, default_backend, make_backend
 
 
@@ -63,7 +64,7 @@ def _captured(step: Callable[[], None], device: torch.device) -> Callable[[], No
 
 
 def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig) -> dict:
-    backend = make_backend(sim, num_envs, device=device, config=config)
+    backend = make_backend(sim, g1.load_model(), num_envs, device=device, config=config)
     dev = backend.device
     ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=dev).expand(num_envs, -1).contiguous()
     state = _stand(backend, seed=0)

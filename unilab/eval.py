@@ -27,141 +27,32 @@ from torchrl_ext.checkpoint import CheckpointError, load_checkpoint
 from torchrl_ext.resources import InsufficientMemoryError, check_fits
 from torchrl_ext.run_dir import write_json_atomic
 from unilab.cli import fail
+from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
-from unilab.mdp import tracking
-from unilab.mdp.rng import make_rng
 from unilab.motion import MotionFileError
-from unilab.tasks.registry import list_tasks, make_functional_env
+from unilab.tasks.metrics import episode_lengths
+from unilab.tasks.registry import get_task, list_tasks, make_functional_env
+from unilab.tasks.task import EvalMetrics
 
 SUMMARY_NAME = "eval_summary.json"
 SERIES_NAME = "eval_series.json"
-# Issue 6's acceptance thresholds per task: metric -> (comparison, bound).
-THRESHOLDS: dict[str, dict[str, tuple[str, float]]] = {
-    "g1_walk_flat": {"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)},
-    "g1_motion_tracking": {"survival_rate": (">=", 0.90), "body_pos_error": ("<=", 0.10)},
-}
-LINVEL_SENSOR, GYRO_SENSOR = "pelvis_local_linvel", "torso_gyro"
-TRACKING_REWARD = "motion_body_pos"  # its params carry the device-placed motion, anchor and tracked bodies
 
 
-# -- pure metrics -----------------------------------------------------------------------------------------
+def metrics_of(task: str) -> EvalMetrics:
+    """The task's own eval metrics; a task that declares none is scored by survival and episode length."""
+    return get_task(task).metrics or SURVIVAL
 
 
-def _active_mean(values: torch.Tensor, active: torch.Tensor) -> float:
-    """Mean over active (step, env) cells; NaN when nothing was active so an empty eval cannot pass as perfect."""
-    count = active.sum()
-    if count == 0:
-        return math.nan
-    return float((values * active).sum() / count)
+def _no_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+    return {}
 
 
-def _episode_lengths(episode_length: torch.Tensor, dt: float) -> dict[str, float]:
-    steps = float(episode_length.float().mean())
-    return {"mean_episode_length": steps, "mean_episode_length_s": steps * dt}
+def _survival(active: torch.Tensor, failed: torch.Tensor, episode_length: torch.Tensor, dt: float) -> dict[str, float]:
+    return {"survival_rate": 1.0 - float(failed.float().mean()), **episode_lengths(episode_length, dt)}
 
 
-def walk_metrics(
-    commands: torch.Tensor,
-    lin_vel_xy: torch.Tensor,
-    yaw_rate: torch.Tensor,
-    active: torch.Tensor,
-    fell: torch.Tensor,
-    episode_length: torch.Tensor,
-    dt: float,
-) -> dict[str, float]:
-    """Velocity-tracking scores from (T, N) trajectories.
-
-    ``commands`` (T, N, 3) is (vx, vy, wz) in the pelvis frame, matching ``lin_vel_xy`` (T, N, 2) from the
-    pelvis-local velocity sensor and ``yaw_rate`` (T, N) from the torso gyro, the same signals the rewards use.
-    ``fell`` (N,) marks envs whose first episode ended by a failure termination rather than the time-out.
-    """
-    active = active.bool()
-    lin = torch.linalg.vector_norm(commands[..., :2] - lin_vel_xy, dim=-1)
-    yaw = (commands[..., 2] - yaw_rate).abs()
-    return {
-        "fall_rate": float(fell.float().mean()),
-        "lin_vel_error": _active_mean(lin, active),
-        "yaw_rate_error": _active_mean(yaw, active),
-        **_episode_lengths(episode_length, dt),
-    }
-
-
-def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Rotation angle between unit quaternions; |<a, b>| makes q and -q (the same rotation) agree."""
-    dot = (a * b).sum(-1).abs().clamp(max=1.0)
-    return 2.0 * torch.acos(dot)
-
-
-def tracking_metrics(
-    ref_body_pos: torch.Tensor,
-    body_pos: torch.Tensor,
-    ref_anchor_pos: torch.Tensor,
-    anchor_pos: torch.Tensor,
-    ref_anchor_quat: torch.Tensor,
-    anchor_quat: torch.Tensor,
-    ref_joint_pos: torch.Tensor,
-    joint_pos: torch.Tensor,
-    active: torch.Tensor,
-    failed: torch.Tensor,
-    episode_length: torch.Tensor,
-    dt: float,
-) -> dict[str, float]:
-    """Imitation scores from (T, N, ...) trajectories.
-
-    ``ref_body_pos`` (T, N, B, 3) should be the yaw-aligned reference the reward compares against
-    (``tracking.aligned_reference_bodies``), so a policy is not charged for the heading drift the reward forgives;
-    the anchor errors use the global reference, as the global anchor rewards and the failure checks do.
-    ``failed`` (N,) marks envs whose first episode ended by a failure termination (not clip end or time-out).
-    """
-    active = active.bool()
-    body = torch.linalg.vector_norm(ref_body_pos - body_pos, dim=-1).mean(-1)
-    anchor = torch.linalg.vector_norm(ref_anchor_pos - anchor_pos, dim=-1)
-    joints = (ref_joint_pos - joint_pos).abs().mean(-1)
-    return {
-        "survival_rate": 1.0 - float(failed.float().mean()),
-        "body_pos_error": _active_mean(body, active),
-        "anchor_pos_error": _active_mean(anchor, active),
-        "anchor_ori_error": _active_mean(quat_angle(ref_anchor_quat, anchor_quat), active),
-        "joint_pos_error": _active_mean(joints, active),
-        **_episode_lengths(episode_length, dt),
-    }
-
-
-# -- per-step readings from the env state --------------------------------------------------------------------
-
-
-def walk_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
-    """The signals ``walk_metrics`` needs, cloned: sim tensors are views the next step overwrites."""
-    sensordata = state["sim", "sensordata"]
-    return {
-        "commands": state["env", "velocity"][:, :3].clone(),
-        "lin_vel_xy": env.ctx.sensor(sensordata, LINVEL_SENSOR)[:, :2].clone(),
-        "yaw_rate": env.ctx.sensor(sensordata, GYRO_SENSOR)[:, 2].clone(),
-    }
-
-
-def tracking_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
-    """Reference and robot poses at the state's frame, using the reward's own alignment and body set."""
-    params = env.task.rewards[TRACKING_REWARD].params
-    motion, anchor, bodies = params["motion"], params["anchor"], params["bodies"]
-    frame = tracking.frame_index(state)
-    ref_body_pos, _ = tracking.aligned_reference_bodies(state, motion, anchor, bodies)
-    xpos, xquat = state["sim", "xpos"], state["sim", "xquat"]
-    return {
-        "ref_body_pos": ref_body_pos.clone(),
-        "body_pos": xpos[:, bodies].clone(),
-        "ref_anchor_pos": motion.body_pos_w[frame, anchor].clone(),
-        "anchor_pos": xpos[:, anchor].clone(),
-        "ref_anchor_quat": motion.body_quat_w[frame, anchor].clone(),
-        "anchor_quat": xquat[:, anchor].clone(),
-        "ref_joint_pos": motion.joint_pos[frame].clone(),
-        "joint_pos": state["sim", "qpos"][:, 7:].clone(),
-    }
-
-
-def is_tracking(env: FunctionalEnv) -> bool:
-    return TRACKING_REWARD in env.task.rewards
+SURVIVAL = EvalMetrics(_no_readings, _survival)
 
 
 # -- rollout ----------------------------------------------------------------------------------------------
@@ -176,7 +67,7 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
     step with the policy as one CUDA graph (torch policies on CUDA only), then rewinds to the seeded start.
     """
     n, dev = env.num_envs, env.device
-    read = tracking_readings if is_tracking(env) else walk_readings
+    read = metrics_of(env.task.name).readings
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed, capture=capture)
     if capture:
         runner.reset(seed)  # the capture's warm-up stepped the envs
@@ -196,15 +87,14 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         running = running & ~done
         if not running.any():
             break
-    readings = {k: torch.stack([s[k] for s in steps]) for k in steps[0]}
+    readings = {k: torch.stack([s[k] for s in steps]) for k in steps[0]} if steps else {}
     return {"readings": readings, "active": torch.stack(actives), "failed": failed, "length": length}
 
 
 def score(env: FunctionalEnv, data: dict[str, Any]) -> dict[str, float]:
-    common = {"active": data["active"], "episode_length": data["length"], "dt": env.ctx.dt}
-    if is_tracking(env):
-        return tracking_metrics(**data["readings"], failed=data["failed"], **common)
-    return walk_metrics(**data["readings"], fell=data["failed"], **common)
+    return metrics_of(env.task.name).score(
+        **data["readings"], active=data["active"], failed=data["failed"], episode_length=data["length"], dt=env.ctx.dt
+    )
 
 
 # -- policies ---------------------------------------------------------------------------------------------
@@ -226,7 +116,7 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
     from torchrl_ext.learners import LEARNERS
 
     cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), ckpt["config"]))
-    learner = LEARNERS[cfg.algo.name](env, cfg.algo)
+    learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)
     actor = learner.loss.actor
     prefix = "actor."
     weights = {k[len(prefix) :]: v for k, v in ckpt["loss"].items() if k.startswith(prefix)}
@@ -305,7 +195,7 @@ def check_memory(task: str, overrides: dict[str, Any], num_envs: int, device: st
     probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
     parts = {"envs": num_envs * mujoco.MjData(probe.sim.model).nbuffer}
     if record:
-        read = tracking_readings if is_tracking(probe) else walk_readings
+        read = metrics_of(task).readings
         readings = read(probe, probe.reset(make_rng(0, probe.device)))
         per_step = sum(value.numel() * value.element_size() for value in readings.values())
         parts["recorded steps"] = probe.ctx.max_episode_steps * num_envs * per_step
@@ -361,9 +251,9 @@ def evaluate(
 
 
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
-    """Whether ``result`` passes issue 6's bounds for ``task`` (None for a task without bounds)."""
-    bounds = THRESHOLDS.get(task)
-    if bounds is None:
+    """Whether ``result`` passes the task's thresholds (None for a task that declares none)."""
+    bounds = metrics_of(task).thresholds
+    if not bounds:
         return None
     passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
     return all(passes[op](result[metric], bound) for metric, (op, bound) in bounds.items())
@@ -379,7 +269,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
     first = next((r for r in results if r["meets_thresholds"]), None)
     series = {
-        "thresholds": THRESHOLDS.get(results[0]["task"]),
+        "thresholds": dict(metrics_of(results[0]["task"]).thresholds),
         "results": results,
         "first_meeting_thresholds": None
         if first is None

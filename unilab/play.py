@@ -33,9 +33,9 @@ from torchrl_ext.checkpoint import CheckpointError
 from torchrl_ext.resources import InsufficientMemoryError
 from torchrl_ext.run_dir import fsync_path
 from unilab.cli import fail
+from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
-from unilab.mdp.rng import advance, make_rng
 from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 

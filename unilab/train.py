@@ -25,6 +25,7 @@ from typing import Any
 import mujoco
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -39,7 +40,7 @@ from torchrl_ext.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from torchrl_ext.config import TrainConfig, validate
+from torchrl_ext.config import TaskSelection, TrainConfig, validate
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.metrics import TailRateMeter
 from torchrl_ext.resources import check_fits, replay_row_bytes
@@ -57,7 +58,7 @@ from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
 from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
-from unilab.tasks.registry import list_tasks, make_functional_env
+from unilab.tasks.registry import get_task, list_tasks, make_functional_env
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 ALGOS = ("sac", "flashsac")
@@ -66,6 +67,17 @@ ALGOS = ("sac", "flashsac")
 def _group(overrides: list[str], name: str) -> str | None:
     values = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")]
     return values[-1] if values else None
+
+
+def store_task_configs() -> None:
+    """Every registered task as an option of Hydra's ``task`` group and its per-algorithm tuning files as options
+    of ``tuning``, so the defaults list (``task: ...``, ``optional tuning: ${algo}_${task}``) finds tasks wherever
+    their packages live."""
+    store = ConfigStore.instance()
+    for name in list_tasks():
+        store.store(group="task", name=name, node=TaskSelection(name=name))
+        for algo, path in get_task(name).tuning.items():
+            store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
 
 
 def compose_config(overrides: list[str]) -> TrainConfig:
@@ -79,6 +91,7 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
     elif sim not in BACKENDS:
         raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
+    store_task_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         composed = compose(config_name="train", overrides=overrides)
     typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)

@@ -21,7 +21,10 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
+from unilab.core import rng as rnglib
+from unilab.core.spec import EnvSpec, Mirror
+from unilab.envs.config import TaskConfig, place_on_device
+from unilab.managers.context import EnvContext
 from unilab.managers.managers import (
     CommandManager,
     CurriculumManager,
@@ -32,11 +35,8 @@ from unilab.managers.managers import (
     apply_updates,
     observation_term_dims,
 )
-from unilab.managers.terms import Mirror
-from unilab.mdp import rng as rnglib
 from unilab.sim import ops
 from unilab.sim.base import SimBackend
-from unilab.tasks.config import TaskConfig, place_on_device
 
 _RESET_SALT = 0x5A5A5A5  # separates post-reset observation noise from terminal observation noise
 _STEP_STREAM = rnglib.stream_id("step")
@@ -53,7 +53,7 @@ class FunctionalEnv:
         self.num_envs = sim.num_worlds
         self.device = sim.device
         max_steps = round(task.episode_length_s / sim.control_dt)
-        self.ctx = EnvContext.from_model(sim.model, sim.num_worlds, sim.device, sim.control_dt, max_steps)
+        self.ctx = EnvContext.from_model(sim.model, task.robot, sim.num_worlds, sim.device, sim.control_dt, max_steps)
         self._handle = ops.register(sim)
         self.action_dim = sim.model.nu
         self.commands = CommandManager(task.commands)
@@ -176,7 +176,7 @@ class FunctionalEnv:
             },
         )
         state = self.commands.advance(state, ctx)
-        targets = ctx.default_joint_pos + self.task.action.scale * action
+        targets = self.task.action.func(action, ctx, **self.task.action.params)
         ops.sim_step_(self._handle, state["sim"], targets)
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 
@@ -217,9 +217,21 @@ class FunctionalEnv:
     # -- data for learners -----------------------------------------------------------------
 
     def mirrors(self) -> dict[str, Mirror]:
-        """Left-right mirror maps of every observation group and of the action."""
+        """Left-right mirror maps of every observation group and of the action; empty when the task declares none."""
+        if self.task.action.mirror is None:
+            return {}
         maps = {group: self.observations.mirror(group, self.obs_term_dims[group]) for group in self.task.observations}
-        if self.task.action_mirror is None:
-            raise ValueError(f"task {self.task.name} declares no action mirror")
-        maps["action"] = self.task.action_mirror
+        maps["action"] = self.task.action.mirror
         return maps
+
+    def spec(self) -> EnvSpec:
+        """What a learner may rely on: shapes, mirrors, device; nothing of the env's internals."""
+        return EnvSpec(
+            num_envs=self.num_envs,
+            action_dim=self.action_dim,
+            obs_dims=dict(self.obs_dims),
+            device=self.device,
+            mirrors=self.mirrors(),
+            reward_terms=tuple(self.task.rewards),
+            graph_capturable=self.device.type == "cuda" and self.sim.capabilities.graph_capturable,
+        )

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import TensorDict
 
+from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
-from unilab.mdp.rng import advance, make_rng
 
 Policy = Callable[[TensorDict], torch.Tensor]
 

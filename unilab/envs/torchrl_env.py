@@ -23,8 +23,8 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
+from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
-from unilab.mdp.rng import advance, make_rng
 
 
 class UniLabEnv(EnvBase):

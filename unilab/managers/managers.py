@@ -16,18 +16,18 @@ from collections.abc import Mapping
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
+from unilab.core import rng as rnglib
+from unilab.core.spec import Mirror
+from unilab.managers.context import EnvContext
 from unilab.managers.terms import (
     CommandTerm,
     CurriculumTerm,
     EventTerm,
-    Mirror,
     ObsTerm,
     RewardTerm,
     StateKey,
     TerminationTerm,
 )
-from unilab.mdp import rng as rnglib
 
 Updates = dict[StateKey, torch.Tensor]
 

@@ -13,25 +13,10 @@ from typing import Any
 
 import torch
 
+from unilab.core.spec import Mirror
+
 TermFn = Callable[..., Any]
 StateKey = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Mirror:
-    """Left-right mirror of a vector: ``mirrored[..., i] = x[..., index[i]] * sign[i]``."""
-
-    index: tuple[int, ...]
-    sign: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.index) != len(self.sign):
-            raise ValueError(f"Mirror index and sign differ in length: {len(self.index)} vs {len(self.sign)}")
-
-    @staticmethod
-    def signs(*sign: float) -> Mirror:
-        """A mirror that only flips signs, element by element."""
-        return Mirror(tuple(range(len(sign))), tuple(float(s) for s in sign))
 
 
 @dataclass(frozen=True)
@@ -110,7 +95,10 @@ class CurriculumTerm:
 
 
 @dataclass(frozen=True)
-class JointPositionAction:
-    """PD targets ``q0 + scale * action`` for every actuated joint."""
+class ActionTerm:
+    """Turns the policy's action (clipped to [-1, 1]) into the backend's control targets:
+    ``func(action, ctx, **params) -> (N, nu)``; ``mirror`` mirrors an action left-right."""
 
-    scale: float = 1.0
+    func: TermFn
+    params: Mapping[str, Any] = field(default_factory=dict)
+    mirror: Mirror | None = None

@@ -7,8 +7,8 @@ import math
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
-from unilab.mdp.rng import uniform
+from unilab.core.rng import uniform
+from unilab.managers.context import EnvContext
 
 
 def uniform_velocity(

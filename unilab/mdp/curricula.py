@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
+from unilab.managers.context import EnvContext
 
 
 def penalty_scale_by_episode_length(
@@ -19,7 +19,7 @@ def penalty_scale_by_episode_length(
     min_scale: float,
     max_scale: float,
 ) -> dict:
-    """Scale penalties with how long episodes last (TASKS.md 1.6).
+    """Scale penalties with how long episodes last.
 
     The mean length of finished episodes is an EMA with weight min(n_done / window, 1);
     the scale shrinks by (1 - rate) while it is below ``down_threshold`` and grows by

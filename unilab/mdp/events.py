@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
-from unilab.mdp.math import quat_mul, yaw_quat
-from unilab.mdp.rng import uniform
+from unilab.core.math import quat_mul, yaw_quat
+from unilab.core.rng import uniform
+from unilab.managers.context import EnvContext
 
 
 def reset_to_default_pose(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
-from unilab.mdp.math import quat_rotate_inverse
+from unilab.core.math import quat_rotate_inverse
+from unilab.managers.context import EnvContext
 
 
 def sensor(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:
-    """A named MuJoCo sensor, e.g. ``torso_gyro`` or ``pelvis_local_linvel``."""
+    """A named MuJoCo sensor of the model (a gyro, a velocimeter, ...)."""
     return ctx.sensor(state["sim", "sensordata"], name)
 
 

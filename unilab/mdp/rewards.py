@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
+from unilab.managers.context import EnvContext
 from unilab.mdp.observations import sensor
 
 
@@ -52,7 +52,7 @@ def swing_height_target(phase: torch.Tensor, swing_height: float) -> torch.Tenso
     """Foot height target over a gait cycle: 0 at phase pi, ``swing_height`` at phase 0.
 
     A smoothstep B(t) = 3t^2 - 2t^3 rises over the first half of x = (phase/2pi + 0.5) mod 1
-    and falls over the second (TASKS.md 1.3).
+    and falls over the second.
     """
     x = torch.remainder(phase / (2 * torch.pi) + 0.5, 1.0)
 

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import mujoco
+
+from unilab import sim
+from unilab.assets import G1_FLAT_SCENE
+from unilab.managers.context import RobotConfig
+from unilab.sim import SimConfig
+
 JOINT_NAMES: tuple[str, ...] = (
     "left_hip_pitch_joint",
     "left_hip_roll_joint",
@@ -165,3 +172,14 @@ SENSORS: dict[str, int] = {
     "right_foot_quat": 4,
 }
 """Sensor name -> dimension, in the MJCF's order."""
+
+SCENE = G1_FLAT_SCENE
+"""The G1 on flat ground: the MJCF tasks build their worlds from."""
+
+ROBOT = RobotConfig(name="g1", joint_names=JOINT_NAMES, default_joint_pos=DEFAULT_JOINT_POS, keyframe="stand")
+"""What the env needs of the G1 beyond its MJCF."""
+
+
+def load_model(config: SimConfig | None = None) -> mujoco.MjModel:
+    """The G1 scene compiled, with ``config``'s solver overrides."""
+    return sim.load_model(SCENE, config)

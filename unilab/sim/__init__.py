@@ -7,7 +7,6 @@ from pathlib import Path
 import mujoco
 import torch
 
-from unilab.assets import G1_FLAT_SCENE
 from unilab.sim.base import STATE_FIELDS, Capabilities, SimBackend, SimCapacityError, SimConfig, SimError, SimState
 
 BACKENDS = ("mjwarp", "mujoco")
@@ -32,7 +31,7 @@ def default_backend() -> str:
     return "mjwarp" if torch.cuda.is_available() else "mujoco"
 
 
-def load_model(path: str | Path = G1_FLAT_SCENE, config: SimConfig | None = None) -> mujoco.MjModel:
+def load_model(path: str | Path, config: SimConfig | None = None) -> mujoco.MjModel:
     """Compile an MJCF scene and apply the solver overrides of ``config``."""
     model = mujoco.MjModel.from_xml_path(str(path))
     (config or SimConfig()).apply(model)
@@ -41,12 +40,12 @@ def load_model(path: str | Path = G1_FLAT_SCENE, config: SimConfig | None = None
 
 def make_backend(
     name: str,
+    model: mujoco.MjModel,
     num_worlds: int,
     device: str | torch.device | None = None,
     config: SimConfig | None = None,
-    model: mujoco.MjModel | None = None,
 ) -> SimBackend:
-    """Build ``num_worlds`` worlds of ``model`` (default: G1 on flat ground) on the named backend.
+    """Build ``num_worlds`` worlds of ``model`` on the named backend, with ``config``'s solver overrides.
 
     ``device`` defaults to CUDA for mjwarp when available, else the CPU.
     """
@@ -55,10 +54,7 @@ def make_backend(
     if num_worlds < 1:
         raise ValueError(f"num_worlds must be >= 1, got {num_worlds}")
     config = config or SimConfig()
-    if model is None:
-        model = load_model(config=config)
-    else:
-        config.apply(model)
+    config.apply(model)
     if device is None:
         device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
     device = torch.device(device)

@@ -1,28 +1,97 @@
-"""Task registry: ``list_tasks()`` and ``make_env(name, ...)``."""
+"""Task registry: the task packages under ``unilab.tasks``, tasks registered at run time, and tasks other
+distributions declare under the ``unilab.tasks`` entry-point group.
+
+A task package holds everything of its task (env config, own terms, eval metrics, per-algorithm tuning) and
+exposes it as ``TASK``, a ``Task``; nothing else names it. A distribution that ships a task declares, in its
+``pyproject.toml``::
+
+    [project.entry-points."unilab.tasks"]
+    my_task = "my_package.my_task:TASK"
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
-from collections.abc import Callable
+import pkgutil
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from unilab.envs.config import TaskConfig
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.torchrl_env import UniLabEnv
 from unilab.sim import default_backend, load_model, make_backend
-from unilab.tasks import g1_motion_tracking, g1_walk_flat
-from unilab.tasks.config import TaskConfig
+from unilab.tasks.task import EvalMetrics, Task
 
-_TASKS: dict[str, Callable[..., TaskConfig]] = {
-    "g1_walk_flat": g1_walk_flat.make_task,
-    "g1_motion_tracking": g1_motion_tracking.make_task,
-}
+ENTRY_POINT_GROUP = "unilab.tasks"
+_registered: dict[str, Task] = {}
+_discovered: dict[str, Task] | None = None
+
+
+def register_task(
+    name: str | Task,
+    make_config: Callable[..., TaskConfig] | None = None,
+    *,
+    tuning: Mapping[str, str | Path] | None = None,
+    metrics: EvalMetrics | None = None,
+) -> Task:
+    """Make a task known to ``make_env``, ``train task=<name>``, ``eval`` and ``play``; returns its ``Task``.
+
+    Pass a ``Task``, or its name and config factory (and optionally per-algorithm tuning YAMLs and eval
+    metrics). Registering a name again replaces the earlier task.
+    """
+    if isinstance(name, Task):
+        task = name
+    elif make_config is None:
+        raise ValueError(f"register_task({name!r}): give the task's config factory")
+    else:
+        files = {algo: Path(path) for algo, path in (tuning or {}).items()}
+        task = Task(name, make_config, tuning=files, metrics=metrics)
+    missing = [str(path) for path in task.tuning.values() if not path.is_file()]
+    if missing:
+        raise ValueError(f"task {task.name}: no tuning file {', '.join(missing)}")
+    _registered[task.name] = task
+    return task
+
+
+def _discover() -> dict[str, Task]:
+    """The task packages under ``unilab.tasks`` and the entry points, loaded once."""
+    global _discovered
+    if _discovered is None:
+        import unilab.tasks as package
+
+        found: dict[str, Task] = {}
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.ispkg:
+                task = importlib.import_module(f"{package.__name__}.{info.name}").TASK
+                found[task.name] = task
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            task = point.load()
+            if not isinstance(task, Task):
+                raise TypeError(f"entry point {point.name} = {point.value} is not a unilab Task")
+            found[task.name] = task
+        _discovered = found
+    return _discovered
+
+
+def _all() -> dict[str, Task]:
+    return {**_discover(), **_registered}
 
 
 def list_tasks() -> list[str]:
-    return sorted(_TASKS)
+    return sorted(_all())
+
+
+def get_task(name: str) -> Task:
+    tasks = _all()
+    if name not in tasks:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(tasks))}")
+    return tasks[name]
 
 
 def make_task(name: str, **overrides: Any) -> TaskConfig:
@@ -31,9 +100,7 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
     ``overrides`` the task factory takes (e.g. ``motion_file``) shape how the task is built;
     the rest replace fields of the built ``TaskConfig``.
     """
-    if name not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(list_tasks())}")
-    factory = _TASKS[name]
+    factory = get_task(name).make_config
     accepted = set(inspect.signature(factory).parameters)
     build = {k: v for k, v in overrides.items() if k in accepted}
     replace = {k: v for k, v in overrides.items() if k not in accepted}
@@ -52,9 +119,8 @@ def make_functional_env(
 ) -> FunctionalEnv:
     """The functional core (``reset``/``step`` over TensorDict state) for training loops."""
     config = make_task(task, **overrides)
-    backend = make_backend(
-        sim or default_backend(), num_envs, device=device, config=config.sim, model=load_model(config.scene, config.sim)
-    )
+    model = load_model(config.scene, config.sim)
+    backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.sim)
     return FunctionalEnv(config, backend)
 
 

@@ -83,3 +83,9 @@ def quat_angle_sq(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def gravity_z(q: torch.Tensor) -> torch.Tensor:
     """z of world gravity seen from a body with orientation ``q``: -1 upright, +1 upside down."""
     return 2.0 * (q[..., 1].square() + q[..., 2].square()) - 1.0
+
+
+def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Rotation angle between unit quaternions; |<a, b>| makes q and -q (the same rotation) agree."""
+    dot = (a * b).sum(-1).abs().clamp(max=1.0)
+    return 2.0 * torch.acos(dot)

@@ -1,4 +1,4 @@
-"""``g1_motion_tracking``: G1 whole-body imitation of a reference motion (TASKS.md sections 2 and 4).
+"""``g1_motion_tracking``'s env: G1 whole-body imitation of a reference motion.
 
 Actor observation (160): reference joint_pos and joint_vel (58), reference torso position in the
 robot torso frame (3), relative torso orientation as 6-D (6), pelvis local linvel (3, noise 0.1),
@@ -13,20 +13,21 @@ from pathlib import Path
 
 import torch
 
-from unilab.assets import G1_FLAT_SCENE
+from unilab.envs.config import TaskConfig
 from unilab.managers.terms import (
+    ActionTerm,
     CommandTerm,
     CurriculumTerm,
     EventTerm,
-    JointPositionAction,
     ObsTerm,
     RewardTerm,
     TerminationTerm,
 )
-from unilab.mdp import observations, rewards, terminations, tracking
+from unilab.mdp import actions, observations, rewards, terminations
 from unilab.motion import DEFAULT_MOTION, load_motions
-from unilab.sim import SimConfig, load_model
-from unilab.tasks.config import TaskConfig
+from unilab.robots import g1
+from unilab.sim import SimConfig
+from unilab.tasks.g1_motion_tracking import terms as tracking
 
 ANCHOR = 16  # torso_link
 TRACKED_BODIES = (1, 3, 5, 7, 9, 11, 13, 16, 18, 20, 23, 25, 27, 30)
@@ -34,7 +35,7 @@ END_EFFECTORS = (7, 13, 23, 30)  # L/R ankle_roll, L/R wrist_yaw
 UNDESIRED_BODIES = tuple(b for b in TRACKED_BODIES if b not in END_EFFECTORS)
 LINVEL, GYRO = "pelvis_local_linvel", "torso_gyro"
 
-# Reset perturbation half-widths: root position, root rotation xyz, root lin vel, root ang vel (TASKS.md 2.6).
+# Reset perturbation half-widths: root position, root rotation xyz, root lin vel, root ang vel.
 ROOT_NOISE = (0.05, 0.05, 0.01, 0.1, 0.1, 0.2, 0.5, 0.5, 0.2, 0.52, 0.52, 0.78)
 JOINT_NOISE = 0.1
 FAILURE = {"anchor_z": 0.5, "gravity": 0.8, "end_effector_z": 0.5}
@@ -63,7 +64,7 @@ def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 
     reference frame, which tests use to check that perfect tracking earns the maximum reward).
     """
     sim = SimConfig(substeps=3, nconmax=64, njmax=400)
-    motion = load_motions(motion_file or DEFAULT_MOTION, load_model(G1_FLAT_SCENE, sim))
+    motion = load_motions(motion_file or DEFAULT_MOTION, g1.load_model(sim))
     num_joints = motion.joint_pos.shape[1]
     bins = motion.num_frames // motion.fps + 1
     half = torch.tensor(ROOT_NOISE + (JOINT_NOISE,) * num_joints) * reset_noise_scale
@@ -83,10 +84,11 @@ def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 
     anchor_ref = {"motion": motion, "anchor": ANCHOR}
     return TaskConfig(
         name="g1_motion_tracking",
-        scene=G1_FLAT_SCENE,
+        scene=g1.SCENE,
+        robot=g1.ROBOT,
         sim=sim,
         episode_length_s=10.0,
-        action=JointPositionAction(scale=2.0),
+        action=ActionTerm(actions.joint_position_offsets, {"scale": 2.0}),
         observations={"policy": _actor_terms(motion, 1.0), "critic": critic},
         rewards={
             "motion_global_root_pos": RewardTerm(tracking.global_anchor_pos_exp, 1.0, {**anchor_ref, "std": 0.3}),

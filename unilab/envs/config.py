@@ -1,4 +1,4 @@
-"""A task is data: the scene, physics settings and the terms of every manager."""
+"""A task is data: the scene, the robot, physics settings and the terms of every manager."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
+from unilab.managers.context import RobotConfig
 from unilab.managers.terms import (
+    ActionTerm,
     CommandTerm,
     CurriculumTerm,
     EventTerm,
-    JointPositionAction,
-    Mirror,
     ObsTerm,
     RewardTerm,
     StateKey,
@@ -26,18 +26,19 @@ from unilab.sim import SimConfig
 
 @dataclass(frozen=True)
 class TaskConfig:
-    """Everything that defines a task; ``dataclasses.replace`` derives variants.
+    """Everything that defines a task's env; ``dataclasses.replace`` derives variants.
 
     ``observations`` maps group name (``policy``, ``critic``) to ordered terms; the group
     widths follow from the terms. ``obs_noise`` switches the terms' noise on or off as a
-    whole (off for evaluation). ``action_mirror`` mirrors an action left-right.
+    whole (off for evaluation).
     """
 
     name: str
     scene: Path
+    robot: RobotConfig
     sim: SimConfig
     episode_length_s: float
-    action: JointPositionAction
+    action: ActionTerm
     observations: dict[str, dict[str, ObsTerm]]
     rewards: dict[str, RewardTerm]
     terminations: dict[str, TerminationTerm]
@@ -46,7 +47,10 @@ class TaskConfig:
     curricula: dict[str, CurriculumTerm] = field(default_factory=dict)
     penalty_scale_key: StateKey | None = None
     obs_noise: bool = True
-    action_mirror: Mirror | None = None
+
+    def __post_init__(self) -> None:
+        if not self.episode_length_s > 0:
+            raise ValueError(f"task {self.name}: episode_length_s must be > 0, got {self.episode_length_s}")
 
 
 def on_device(params: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
@@ -69,6 +73,7 @@ def place_on_device(task: TaskConfig, device: torch.device) -> TaskConfig:
 
     return dataclasses.replace(
         task,
+        action=dataclasses.replace(task.action, params=on_device(task.action.params, device)),
         observations={group: move(terms) for group, terms in task.observations.items()},
         rewards=move(task.rewards),
         terminations=move(task.terminations),

@@ -1,4 +1,4 @@
-"""``g1_walk_flat``: G1 velocity tracking on flat ground (TASKS.md sections 1 and 4).
+"""``g1_walk_flat``'s env: G1 velocity tracking on flat ground.
 
 Actor observation (100): torso gyro x0.25 (3), gravity projected into the torso frame (3),
 q - q0 (29, noise 0.01), qdot x0.05 (29, noise 0.1 before scaling), last action (29),
@@ -12,23 +12,22 @@ import math
 
 import torch
 
-from unilab.assets import G1_FLAT_SCENE
+from unilab.core.spec import Mirror
+from unilab.envs.config import TaskConfig
 from unilab.managers.terms import (
+    ActionTerm,
     CommandTerm,
     CurriculumTerm,
     EventTerm,
-    JointPositionAction,
-    Mirror,
     ObsTerm,
     RewardTerm,
     TerminationTerm,
 )
-from unilab.mdp import commands, curricula, events, observations, rewards, terminations
+from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
 from unilab.robots import g1
 from unilab.sim import SimConfig
-from unilab.tasks.config import TaskConfig
 
-# Per-joint weights of the pose penalty, by short joint name (TASKS.md section 0 table).
+# Per-joint weights of the pose penalty, by short joint name.
 _POSE_WEIGHTS = {
     "hip_pitch": 0.01,
     "hip_roll": 1.0,
@@ -65,10 +64,11 @@ def make_task() -> TaskConfig:
     feet_pos = ("left_foot_pos", "right_foot_pos")
     return TaskConfig(
         name="g1_walk_flat",
-        scene=G1_FLAT_SCENE,
+        scene=g1.SCENE,
+        robot=g1.ROBOT,
         sim=SimConfig(substeps=3, nconmax=64, njmax=400),
         episode_length_s=20.0,
-        action=JointPositionAction(scale=1.0),
+        action=ActionTerm(actions.joint_position_offsets, {"scale": 1.0}, mirror=JOINTS),
         observations={"policy": _actor_terms(1.0), "critic": critic},
         rewards={
             "tracking_lin_vel": RewardTerm(
@@ -134,5 +134,4 @@ def make_task() -> TaskConfig:
             )
         },
         penalty_scale_key=("task", "penalty_scale"),
-        action_mirror=JOINTS,
     )

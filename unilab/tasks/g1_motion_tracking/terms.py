@@ -1,4 +1,4 @@
-"""Motion-tracking terms (TASKS.md section 2): a per-env pointer into a reference stream, and the
+"""Motion-tracking terms: a per-env pointer into a reference stream, and the
 observations, rewards, terminations, reset and adaptive sampling that read it.
 
 The pointer is the command ``("env", "motion")`` = (frame, last frame of its clip), both as
@@ -12,8 +12,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.envs.context import EnvContext
-from unilab.mdp.math import (
+from unilab.core.math import (
     gravity_z,
     quat_angle_sq,
     quat_conjugate,
@@ -25,7 +24,8 @@ from unilab.mdp.math import (
     quat_yaw,
     yaw_quat,
 )
-from unilab.mdp.rng import uniform
+from unilab.core.rng import uniform
+from unilab.managers.context import EnvContext
 from unilab.motion import MotionClips
 
 ROOT_BODY = 1  # pelvis: the free-joint body, whose pose and velocity are the reference's root

@@ -1,7 +1,7 @@
 """Static facts an env's terms read: sizes, indices and robot constants as device tensors.
 
-Built once from the compiled model, so terms look up bodies, sites and sensors by name
-at build time and index tensors at run time.
+Built once from the compiled model and the task's robot config, so terms look up bodies,
+sites and sensors by name at build time and index tensors at run time.
 """
 
 from __future__ import annotations
@@ -11,7 +11,26 @@ from dataclasses import dataclass
 import mujoco
 import torch
 
-from unilab.robots import g1
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """What an env needs to know of a robot that its MJCF does not say.
+
+    ``joint_names`` orders the actuated joints as actions and joint observations are ordered (one actuator per
+    joint, in the same order); ``default_joint_pos`` is the pose actions are offsets from; ``keyframe`` names
+    the MJCF keyframe the robot stands in.
+    """
+
+    name: str
+    joint_names: tuple[str, ...]
+    default_joint_pos: tuple[float, ...]
+    keyframe: str
+
+    def __post_init__(self) -> None:
+        if len(self.joint_names) != len(self.default_joint_pos):
+            raise ValueError(
+                f"robot {self.name}: {len(self.joint_names)} joint names but {len(self.default_joint_pos)} defaults"
+            )
 
 
 @dataclass(frozen=True)
@@ -35,20 +54,25 @@ class EnvContext:
 
     @staticmethod
     def from_model(
-        model: mujoco.MjModel, num_envs: int, device: torch.device, dt: float, max_episode_steps: int
+        model: mujoco.MjModel,
+        robot: RobotConfig,
+        num_envs: int,
+        device: torch.device,
+        dt: float,
+        max_episode_steps: int,
     ) -> EnvContext:
         def t(x) -> torch.Tensor:
             return torch.as_tensor(x, dtype=torch.float32, device=device).clone()
 
-        joint_ids = [model.joint(name).id for name in g1.JOINT_NAMES]
-        key = model.key("stand")
+        joint_ids = [model.joint(name).id for name in robot.joint_names]
+        key = model.key(robot.keyframe)
         return EnvContext(
             num_envs=num_envs,
             device=device,
             dt=dt,
             max_episode_steps=max_episode_steps,
             default_qpos=t(key.qpos),
-            default_joint_pos=t(g1.DEFAULT_JOINT_POS),
+            default_joint_pos=t(robot.default_joint_pos),
             default_kp=t(model.actuator_gainprm[:, 0]),
             default_kv=t(-model.actuator_biasprm[:, 2]),
             joint_lower=t(model.jnt_range[joint_ids, 0]),

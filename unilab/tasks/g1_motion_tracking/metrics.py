@@ -1,0 +1,71 @@
+"""How ``unilab eval`` scores a tracking policy: does it survive the clip, and how close does it stay."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.core.math import quat_angle
+from unilab.envs.functional import FunctionalEnv
+from unilab.tasks.g1_motion_tracking import terms as tracking
+from unilab.tasks.metrics import active_mean, episode_lengths
+from unilab.tasks.task import EvalMetrics
+
+TRACKING_REWARD = "motion_body_pos"  # its params carry the device-placed motion, anchor and tracked bodies
+
+
+def readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+    """Reference and robot poses at the state's frame, using the reward's own alignment and body set."""
+    params = env.task.rewards[TRACKING_REWARD].params
+    motion, anchor, bodies = params["motion"], params["anchor"], params["bodies"]
+    frame = tracking.frame_index(state)
+    ref_body_pos, _ = tracking.aligned_reference_bodies(state, motion, anchor, bodies)
+    xpos, xquat = state["sim", "xpos"], state["sim", "xquat"]
+    return {
+        "ref_body_pos": ref_body_pos.clone(),
+        "body_pos": xpos[:, bodies].clone(),
+        "ref_anchor_pos": motion.body_pos_w[frame, anchor].clone(),
+        "anchor_pos": xpos[:, anchor].clone(),
+        "ref_anchor_quat": motion.body_quat_w[frame, anchor].clone(),
+        "anchor_quat": xquat[:, anchor].clone(),
+        "ref_joint_pos": motion.joint_pos[frame].clone(),
+        "joint_pos": state["sim", "qpos"][:, 7:].clone(),
+    }
+
+
+def score(
+    ref_body_pos: torch.Tensor,
+    body_pos: torch.Tensor,
+    ref_anchor_pos: torch.Tensor,
+    anchor_pos: torch.Tensor,
+    ref_anchor_quat: torch.Tensor,
+    anchor_quat: torch.Tensor,
+    ref_joint_pos: torch.Tensor,
+    joint_pos: torch.Tensor,
+    active: torch.Tensor,
+    failed: torch.Tensor,
+    episode_length: torch.Tensor,
+    dt: float,
+) -> dict[str, float]:
+    """Imitation scores from (T, N, ...) trajectories.
+
+    ``ref_body_pos`` (T, N, B, 3) should be the yaw-aligned reference the reward compares against
+    (``terms.aligned_reference_bodies``), so a policy is not charged for the heading drift the reward forgives;
+    the anchor errors use the global reference, as the global anchor rewards and the failure checks do.
+    ``failed`` (N,) marks envs whose first episode ended by a failure termination (not clip end or time-out).
+    """
+    body = torch.linalg.vector_norm(ref_body_pos - body_pos, dim=-1).mean(-1)
+    anchor = torch.linalg.vector_norm(ref_anchor_pos - anchor_pos, dim=-1)
+    joints = (ref_joint_pos - joint_pos).abs().mean(-1)
+    return {
+        "survival_rate": 1.0 - float(failed.float().mean()),
+        "body_pos_error": active_mean(body, active),
+        "anchor_pos_error": active_mean(anchor, active),
+        "anchor_ori_error": active_mean(quat_angle(ref_anchor_quat, anchor_quat), active),
+        "joint_pos_error": active_mean(joints, active),
+        **episode_lengths(episode_length, dt),
+    }
+
+
+METRICS = EvalMetrics(readings, score, thresholds={"survival_rate": (">=", 0.90), "body_pos_error": ("<=", 0.10)})
+"""A tracking policy works when at least 90 % of robots survive their clip and bodies stay within 0.10 m."""

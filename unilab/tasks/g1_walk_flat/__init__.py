@@ -1,0 +1,15 @@
+"""``g1_walk_flat``: G1 velocity tracking on flat ground. Env config, own terms, eval metrics and
+per-algorithm tuning (``tuning/<algo>.yaml``), exposed as ``TASK``."""
+
+from pathlib import Path
+
+from unilab.tasks.g1_walk_flat.config import make_task
+from unilab.tasks.g1_walk_flat.metrics import METRICS
+from unilab.tasks.task import Task
+
+TASK = Task(
+    "g1_walk_flat",
+    make_task,
+    tuning={path.stem: path for path in sorted((Path(__file__).parent / "tuning").glob("*.yaml"))},
+    metrics=METRICS,
+)

@@ -122,5 +122,5 @@ def test_an_entry_point_that_is_not_a_task_is_named(monkeypatch: pytest.MonkeyPa
     point = EntryPoint(name="broken", value=f"{__name__}:make_stand_config", group=registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "entry_points", lambda group: [point])
     monkeypatch.setattr(registry, "_discovered", None)
-    with pytest.raises(TypeError, match="entry point broken = .* is not a unilab Task"):
+    with pytest.raises(TypeError, match=r"entry point broken = .* is not a unilab Task"):
         unilab.list_tasks()

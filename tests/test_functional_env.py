@@ -282,3 +282,25 @@ def test_captured_runner_matches_eager_on_cuda() -> None:
     torch.testing.assert_close(torch.stack(captured_rewards), torch.stack(eager_rewards[3:]), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(captured.state["obs", "policy"], eager_obs, atol=1e-3, rtol=1e-3)
     captured.check()
+
+
+def assert_laid_out(spec, state) -> None:
+    """Exactly the keys of the spec, each with its shape and dtype."""
+    assert set(state.keys(True, True)) == set(spec.keys(True, True))
+    for key in spec.keys(True, True):
+        assert state[key].shape == spec[key].shape and state[key].dtype == spec[key].dtype, key
+
+
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+def test_every_state_has_the_declared_layout(task: str) -> None:
+    env = make_functional_env(task, sim="mujoco", num_envs=3, episode_length_s=0.1)
+    spec = env.state_spec()
+    assert spec["sim", "qacc_warmstart"].shape == (3, 35) and spec["env", "episode_step"].dtype == torch.int64
+    assert spec["obs", "policy"].shape == (3, env.obs_dims["policy"])
+    rng = make_rng(0)
+    state = env.reset(rng)
+    assert_laid_out(spec, state)
+    for k in range(1, 7):  # through an auto-reset
+        state, _ = env.step(state, actions(env, k), step_rng(rng, k))
+        assert_laid_out(spec, state)
+    assert_laid_out(spec, env.reset_where(state, torch.tensor([True, False, True]), rng))

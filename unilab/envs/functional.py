@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict
+from torchrl.data import Composite, Unbounded
 
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec, Mirror
@@ -59,13 +60,34 @@ class FunctionalEnv:
         self.commands = CommandManager(task.commands)
         self.events = EventManager(task.events)
         self.curricula = CurriculumManager(task.curricula)
-        self.obs_term_dims = observation_term_dims(task.observations, self._blank_state(), self.ctx)
+        blank = self._blank_state()
+        self.obs_term_dims = observation_term_dims(task.observations, blank, self.ctx)
         self.observations = ObservationManager(task.observations, self.obs_term_dims, sim.device)
         self.rewards = RewardManager(task.rewards, task.penalty_scale_key)
         self.terminations = TerminationManager(task.terminations)
         self.obs_dims = {group: sum(dims.values()) for group, dims in self.obs_term_dims.items()}
+        self._state_spec = self._layout(blank)
 
     # -- state ---------------------------------------------------------------------------
+
+    def state_spec(self) -> Composite:
+        """The state's layout: every key with its shape and dtype, the same after every ``reset`` and ``step``.
+
+        ``sim`` holds the physics (``SimBackend.state_spec``); ``env`` the per-env entries of the bookkeeping,
+        commands and reset events; ``task`` the scalars and vectors shared by all envs (curricula, counters);
+        ``obs`` the observation groups the next action is computed from.
+        """
+        return self._state_spec.clone()
+
+    def _layout(self, blank: TensorDict) -> Composite:
+        def spec_of(td: TensorDict) -> Composite:
+            leaves = {key: Unbounded(value.shape, dtype=value.dtype, device=self.device) for key, value in td.items()}
+            return Composite(leaves, shape=td.batch_size, device=self.device)
+
+        groups = {name: spec_of(blank[name]) for name in ("sim", "env", "task")}
+        n = self.num_envs
+        obs = {group: Unbounded((n, dim), device=self.device) for group, dim in self.obs_dims.items()}
+        return Composite(**groups, obs=Composite(obs, shape=(n,), device=self.device), shape=(), device=self.device)
 
     def _blank_state(self) -> TensorDict:
         n, dev = self.num_envs, self.device

@@ -1,9 +1,8 @@
 """Managers turn a task's declared terms into pure functions over the state TensorDict.
 
-State layout (a TensorDict with empty batch size):
-- ``sim``:  physics tensors of the backend (``qpos``, ``qvel``, ``xpos``, ...), batch ``[N]``;
-- ``env``:  per-env entries owned by terms (commands, last actions, episode step), batch ``[N]``;
-- ``task``: scalars shared by all envs (curriculum state).
+The state is a TensorDict with empty batch size whose layout ``FunctionalEnv.state_spec`` gives:
+``sim`` (physics, batch ``[N]``), ``env`` (per-env entries owned by terms, batch ``[N]``), ``task``
+(entries shared by all envs, such as curriculum state) and ``obs``.
 
 Managers never write into ``state``; they return new tensors or ``{key: tensor}`` updates
 that ``apply_updates`` merges into a shallow copy.

@@ -1,4 +1,4 @@
-"""The G1 constants module and the shipped MJCF describe the same robot (TASKS.md section 0)."""
+"""The G1 constants module and the shipped MJCF describe the same robot."""
 
 from __future__ import annotations
 

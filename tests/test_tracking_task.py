@@ -1,4 +1,4 @@
-"""g1_motion_tracking against TASKS.md section 2 (with section 4's reference timing), on the C MuJoCo backend."""
+"""g1_motion_tracking against its definition (docs/tasks.md), on the C MuJoCo backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Term functions of g1_walk_flat against TASKS.md section 1, on hand-made states."""
+"""Term functions of g1_walk_flat against its definition (docs/tasks.md), on hand-made states."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class AlgoConfig:
     compile: bool = True  # torch.compile the env step and the losses before graph capture; CUDA only
     overlap_updates: bool = True  # act with the pre-update weights so env step and updates overlap on CUDA
     resume: str | None = None
-    # FlashSAC only (TASKS.md 3.4)
+    # FlashSAC only
     target_sigma: float = 0.15
     reward_normalization: bool = True
     lr_final: float = 1.5e-4

@@ -144,7 +144,7 @@ class Learner:
 
 
 class SACLearner(Learner):
-    """FastSAC (TASKS.md 3.2-3.3): LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
+    """FastSAC: LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:
         super().__init__(cfg, spec)
@@ -187,7 +187,7 @@ class SACLearner(Learner):
 
 
 class FlashSACLearner(Learner):
-    """FlashSAC (TASKS.md 3.4): residual BatchNorm trunks with unit-norm weights, reward
+    """FlashSAC: residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:

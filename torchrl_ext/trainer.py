@@ -247,7 +247,7 @@ class OffPolicyTrainer:
 
     @property
     def ready(self) -> bool:
-        """Enough data for updates: max(batch, learning_starts * num_envs) rows (TASKS.md 3.1)."""
+        """Enough data for updates: max(batch, learning_starts * num_envs) rows."""
         return self.filled >= max(self.cfg.batch_size, self.cfg.learning_starts * self.env.num_envs)
 
     # -- learning ------------------------------------------------------------------------

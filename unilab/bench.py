@@ -1,6 +1,6 @@
 """Throughput benchmarks; each prints one JSON line per configuration.
 
-``physics`` and ``env`` are diagnostics. ``train`` runs the canonical end-to-end workloads of DESIGN.md, the
+``physics`` and ``env`` are diagnostics. ``train`` runs the canonical end-to-end workloads (docs/benchmarks.md), the
 acceptance gate, each in a fresh process and repeated, and reports what each run's ``run_summary.json`` says.
 """
 
@@ -187,7 +187,7 @@ def bench_drift(task: str, sim: str, num_envs: int, steps: int, device: str | No
     }
 
 
-# DESIGN.md "Canonical workloads": the runs whose tail rate is the acceptance metric.
+# The canonical workloads (docs/benchmarks.md): the runs whose tail rate is the acceptance metric.
 CANONICAL_WORKLOADS = {
     "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
     "flashsac": ["--algo", "flashsac", "--task", "g1_motion_tracking"],
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     drift.add_argument("--steps", type=int, default=200)
     drift.add_argument("--device", default=None)
     drift.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
-    train = sub.add_parser("train", help="the canonical `train` runs of DESIGN.md, repeated; their tail rates")
+    train = sub.add_parser("train", help="the canonical `train` runs, repeated; their tail rates")
     train.add_argument("--workloads", default="sac,flashsac", help=f"comma-separated: {', '.join(CANONICAL_WORKLOADS)}")
     train.add_argument("--repeats", type=int, default=3)
     train.add_argument("--sim", choices=BACKENDS, default=None)

@@ -2,7 +2,7 @@
 
 Everything a task or a learner needs to know about the robot, and nothing the MJCF
 could not tell it, lives here so that tasks never parse the model for constants.
-The values follow TASKS.md section 0 and the MJCF in ``unilab/assets/robots/g1``;
+The values follow the robot's published specification and the MJCF in ``unilab/assets/robots/g1``;
 ``tests/test_robot_constants.py`` checks that the two agree.
 """
 
@@ -155,7 +155,7 @@ MIRROR_JOINT_INDEX: tuple[int, ...] = tuple(_mirror_index(j) for j in JOINT_NAME
 """mirrored[i] = x[MIRROR_JOINT_INDEX[i]] * MIRROR_JOINT_SIGN[i] mirrors a joint vector left-right."""
 
 MIRROR_JOINT_SIGN: tuple[float, ...] = tuple(-1.0 if ("roll" in j or "yaw" in j) else 1.0 for j in JOINT_NAMES)
-"""Roll and yaw axes flip under the sagittal mirror (TASKS.md 1.7); pitch axes do not."""
+"""Roll and yaw axes flip under the sagittal mirror; pitch axes do not."""
 
 TORSO_BODY = "torso_link"
 PELVIS_BODY = "pelvis"

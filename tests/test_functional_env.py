@@ -304,3 +304,26 @@ def test_every_state_has_the_declared_layout(task: str) -> None:
         state, _ = env.step(state, actions(env, k), step_rng(rng, k))
         assert_laid_out(spec, state)
     assert_laid_out(spec, env.reset_where(state, torch.tensor([True, False, True]), rng))
+
+
+@pytest.mark.parametrize("blow_up", ["nan_position", "absurd_speed"])
+def test_diverged_envs_are_detected_reset_and_counted(pure_env, blow_up: str) -> None:
+    rng = make_rng(5)
+    state = pure_env.reset(rng)
+    state, _ = pure_env.step(state, actions(pure_env, 1), step_rng(rng, 1))
+    broken = state.clone()
+    if blow_up == "nan_position":
+        broken["sim", "qpos"][1, 9] = float("nan")
+    else:
+        broken["sim", "qvel"][1, 0] = 1e6
+    clean_next, clean_t = pure_env.step(state, actions(pure_env, 2), step_rng(rng, 2))
+    nxt, t = pure_env.step(broken, actions(pure_env, 2), step_rng(rng, 2))
+    assert t["diverged"].tolist() == [False, True, False]
+    assert t["next", "terminated"][1] and not t["next", "truncated"][1]
+    assert t["next", "reward"][1] == 0 and not t["next", "policy"][1].any()
+    assert int(nxt["task", "diverged_envs"]) == 1
+    assert torch.isfinite(nxt["sim", "qpos"]).all() and int(nxt["env", "episode_step"][1]) == 0  # reset
+    for key in (("sim", "qpos"), ("obs", "policy")):  # the other envs went on as if nothing happened
+        assert torch.equal(nxt[key][[0, 2]], clean_next[key][[0, 2]]), key
+    assert torch.equal(t["next", "reward"][[0, 2]], clean_t["next", "reward"][[0, 2]])
+    assert not clean_t["diverged"].any() and int(clean_next["task", "diverged_envs"]) == 0

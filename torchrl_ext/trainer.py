@@ -29,7 +29,12 @@ from torchrl_ext.seeding import derive_seed
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
-HEALTH = ("health/nonfinite_actions", "health/contact_overflows", "health/constraint_overflows")
+HEALTH = (
+    "health/nonfinite_actions",
+    "health/diverged_envs",
+    "health/contact_overflows",
+    "health/constraint_overflows",
+)
 TRANSITION_KEYS = (
     "policy",
     "critic",

@@ -40,6 +40,8 @@ from unilab.sim import ops
 from unilab.sim.base import SimBackend
 
 _RESET_SALT = 0x5A5A5A5  # separates post-reset observation noise from terminal observation noise
+# A physics state with a speed above this (m/s or rad/s) has blown up: no robot gets there by itself.
+DIVERGED_SPEED = 1.0e3
 _STEP_STREAM = rnglib.stream_id("step")
 _RESET_STREAM = rnglib.stream_id("reset")
 
@@ -98,7 +100,10 @@ class FunctionalEnv:
             **self.commands.initial_state(self.ctx),
             **self.events.initial_state(self.ctx),
         }
-        task = {"nonfinite_actions": torch.zeros((), dtype=torch.int64, device=dev)}
+        task = {
+            "nonfinite_actions": torch.zeros((), dtype=torch.int64, device=dev),
+            "diverged_envs": torch.zeros((), dtype=torch.int64, device=dev),
+        }
         task.update(self.curricula.initial_state(self.ctx))
         return TensorDict(
             {
@@ -114,6 +119,13 @@ class FunctionalEnv:
     def _with_own_physics(state: TensorDict) -> TensorDict:
         """A shallow copy of ``state`` whose physics tensors are fresh copies, for the in-place sim ops to write."""
         return apply_updates(state, {("sim", name): value.clone() for name, value in state["sim"].items()})
+
+    @staticmethod
+    def _diverged(physics: TensorDict) -> torch.Tensor:
+        """Envs whose physics state is non-finite or moves impossibly fast, ``(N,)`` bool, found on device."""
+        qpos, qvel = physics["qpos"], physics["qvel"]
+        finite = torch.isfinite(qpos).all(-1) & torch.isfinite(qvel).all(-1)
+        return ~finite | (qvel.abs().amax(-1) > DIVERGED_SPEED)
 
     def _check_rows(self, what: str, value: torch.Tensor, shape: tuple[int, ...]) -> None:
         """Shapes are static, so this check costs nothing under ``torch.compile`` or in a CUDA graph."""
@@ -177,7 +189,10 @@ class FunctionalEnv:
         """Apply ``action`` (N, nu) for one control step, auto-resetting finished envs; ``state`` is not written.
 
         Actions are clipped to [-1, 1], the action spec. Non-finite action rows are replaced by zeros and
-        counted in ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here).
+        counted in ``state["task", "nonfinite_actions"]`` (checked at host boundaries, never here). An env whose
+        physics blew up (non-finite, or faster than ``DIVERGED_SPEED``) ends its episode as terminated with reward
+        0 and an all-zero terminal observation, is reset like any other, and is counted in
+        ``state["task", "diverged_envs"]``; the other envs go on untouched.
         """
         return self.step_(self._with_own_physics(state), action, rng)
 
@@ -202,10 +217,18 @@ class FunctionalEnv:
         ops.sim_step_(self._handle, state["sim"], targets)
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 
+        diverged = self._diverged(state["sim"])
         terminated, truncated = self.terminations.compute(state, ctx)
+        terminated = terminated | diverged
+        truncated = truncated & ~diverged
         done = terminated | truncated
         reward, components = self.rewards.compute(state, ctx)
         next_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise)
+        # Nothing computed from a blown-up state may reach a learner: its rows become zeros.
+        reward = torch.where(diverged, 0.0, reward)
+        components = {name: torch.where(diverged, 0.0, value) for name, value in components.items()}
+        next_obs = {group: torch.where(diverged.unsqueeze(-1), 0.0, value) for group, value in next_obs.items()}
+        state = apply_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
         episode_length = state["env", "episode_step"]
         state = self.curricula.update(state, ctx, done)
 
@@ -231,6 +254,7 @@ class FunctionalEnv:
                 "reward_terms": TensorDict(components, batch_size=n),
                 "episode_length": episode_length,
                 "action_nonfinite": bad,
+                "diverged": diverged,
             },
             batch_size=n,
         )

@@ -95,18 +95,19 @@ class EnvRunner:
         return self._out
 
     def health(self) -> torch.Tensor:
-        """``[non-finite action rows, contact overflows, constraint overflows]`` since the start, as a fresh
-        int64 tensor on the env device: taking it queues a copy and waits for nothing, so a log point can take
-        it and hand it to ``check`` once later work is queued."""
-        bad = self.state["task", "nonfinite_actions"].reshape(1).long()
-        return torch.cat([bad, self.env.sim.overflow_tensor().to(self.env.device)])
+        """``[non-finite action rows, diverged envs, contact overflows, constraint overflows]`` since the start, as
+        a fresh int64 tensor on the env device: taking it queues a copy and waits for nothing, so a log point can
+        take it and hand it to ``check`` once later work is queued."""
+        counts = torch.stack([self.state["task", "nonfinite_actions"], self.state["task", "diverged_envs"]]).long()
+        return torch.cat([counts, self.env.sim.overflow_tensor().to(self.env.device)])
 
     def check(self, health: Sequence[int] | None = None) -> None:
         """Host boundary: raise on non-finite actions or physics buffer overflow since the start.
 
         ``health`` is an earlier ``health()`` read to the host; default: read it now (waits for the device).
+        Diverged envs raise nothing: the env has reset them, and the count is reported.
         """
-        bad, contacts, constraints = self.health().tolist() if health is None else health
+        bad, _, contacts, constraints = self.health().tolist() if health is None else health
         if bad:
             raise NonFiniteActionError(f"{bad} env-step rows had non-finite actions (replaced by zeros)")
         self.env.sim.check_capacity({"contacts": contacts, "constraints": constraints})

@@ -23,6 +23,12 @@ import torch
 from unilab.sim.base import DERIVED, Capabilities, SimBackend, SimConfig, SimState
 
 _FULL_WARNINGS = (mujoco.mjtWarning.mjWARN_CONTACTFULL, mujoco.mjtWarning.mjWARN_CNSTRFULL)
+# MuJoCo resets a world to qpos0 by itself when its state turns non-finite or huge, and warns with these.
+_BAD_STATE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+)
 
 
 class MujocoBackend(SimBackend):
@@ -93,10 +99,15 @@ class MujocoBackend(SimBackend):
             model, data = self._models[chunk], self._data[chunk]
             for i in self._chunks[chunk]:
                 self._write_in(arrays, i, model, data, targets)
+                for warning in _BAD_STATE_WARNINGS:
+                    data.warning[warning].number = 0
                 for _ in range(self.config.substeps):
                     mujoco.mj_step(model, data)
                 self._refresh(model, data)
                 self._read_out(arrays, i, data, carried_out)
+                if any(data.warning[warning].number for warning in _BAD_STATE_WARNINGS):
+                    # Not MuJoCo's silent reset: a blown-up world stays visibly blown up, as on mjwarp.
+                    arrays["qpos"][i] = np.nan
 
         self._run_chunks(work)
         self._count_warnings()

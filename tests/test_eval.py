@@ -231,3 +231,10 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
     with pytest.raises(SystemExit):
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--episode-s", "nan"])
     assert "--episode-s must be a finite number > 0, got nan" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "tpu"])
+    assert "--device 'tpu' is not a torch device" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "cuda"])
+        assert "--device cuda but CUDA is not available on this machine" in capsys.readouterr().err

@@ -312,6 +312,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
         fail(parser.prog, f"--episode-s must be a finite number > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        fail(parser.prog, f"--device {device!r} is not a torch device ({exc})")
+    if kind == "cuda" and not torch.cuda.is_available():
+        fail(parser.prog, f"--device {device} but CUDA is not available on this machine")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     try:
         if args.checkpoint is not None and len(args.checkpoint) > 1:

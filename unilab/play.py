@@ -31,7 +31,7 @@ import torch
 
 from torchrl_ext.checkpoint import CheckpointError
 from torchrl_ext.resources import InsufficientMemoryError
-from torchrl_ext.run_dir import fsync_path
+from torchrl_ext.run_dir import fsync_path, write_atomic
 from unilab.cli import fail
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
@@ -206,8 +206,8 @@ def save_still(video_or_frames: Path | str | Sequence[np.ndarray] | np.ndarray, 
             raise ValueError("no frames to take a still from")
         still = frames[len(frames) // 2]
     png_path = Path(png_path)
-    png_path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.imwrite(str(png_path), np.asarray(still, dtype=np.uint8))
+    image = np.asarray(still, dtype=np.uint8)
+    write_atomic(png_path, lambda handle: imageio.imwrite(handle, image, format="PNG"))
     return png_path
 
 

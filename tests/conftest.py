@@ -11,7 +11,7 @@ import unilab  # noqa: F401  (first: test modules import torchrl, which imports 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return
-    skip = pytest.mark.skip(reason="needs CUDA (run through the device tool)")
+    skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

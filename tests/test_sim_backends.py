@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import mujoco
 import pytest
@@ -254,3 +256,15 @@ def test_captured_step_replays_like_eager() -> None:
     torch.testing.assert_close(graphed["qpos"], eager["qpos"], atol=1e-4, rtol=0)
     torch.testing.assert_close(graphed["sensordata"], eager["sensordata"], atol=1e-3, rtol=0)
     backend.check_capacity()
+
+
+def test_mjwarp_on_the_cpu_says_it_compiles_once_and_hides_the_no_driver_warning() -> None:
+    code = (
+        "from unilab.robots import g1\n"
+        "from unilab.sim import make_backend\n"
+        "for _ in range(2):\n"
+        "    make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert "CUDA driver" not in done.stderr
+    assert done.stderr.count("the first run compiles its kernels") == 1

@@ -58,6 +58,8 @@ def make_backend(
     if device is None:
         device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
     device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device} asked for, but CUDA is not available on this machine")
     if device.type == "cuda" and device.index is None:  # tensors report their device with its index
         device = torch.device("cuda", torch.cuda.current_device())
     if name == "mjwarp":

@@ -15,6 +15,10 @@ a host sync per iteration.
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -26,6 +30,34 @@ import warp as wp
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
+_NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+
+
+def _init_warp() -> None:
+    """``wp.init()``, minus the native warning Warp prints on machines without a CUDA driver (where only its
+    CPU device is wanted, that is no news); anything else it prints still reaches stderr."""
+    with tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        lines = captured.read().decode(errors="replace").splitlines(keepends=True)
+    sys.stderr.write("".join(line for line in lines if _NO_DRIVER not in line))
+
+
+@functools.cache
+def _note_cpu_kernels() -> None:
+    """Once per process: the first CPU run spends tens of seconds compiling, which would otherwise look like a hang."""
+    print(
+        "mjwarp on the CPU: the first run compiles its kernels (about 40 s), later runs load them "
+        f"from {wp.config.kernel_cache_dir}",
+        file=sys.stderr,
+    )
 
 
 def _warp_device(device: torch.device) -> str:
@@ -43,8 +75,10 @@ class MjWarpBackend(SimBackend):
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
         super().__init__(model, num_worlds, device, config)
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
-        wp.init()
+        _init_warp()
         self._wp_device = _warp_device(device)
+        if device.type == "cpu":
+            _note_cpu_kernels()
         with wp.ScopedDevice(self._wp_device):
             # Gains are per world so that tasks can randomise them; every other model
             # field stays shared (leading dimension 1).

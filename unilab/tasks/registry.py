@@ -118,6 +118,8 @@ def make_functional_env(
     task: str, sim: str | None = None, num_envs: int = 16, device: str | torch.device | None = None, **overrides: Any
 ) -> FunctionalEnv:
     """The functional core (``reset``/``step`` over TensorDict state) for training loops."""
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     config = make_task(task, **overrides)
     model = load_model(config.scene, config.sim)
     backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.sim)

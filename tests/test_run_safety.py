@@ -177,6 +177,14 @@ def test_a_second_writer_is_refused_with_the_holder_named(tmp_path: Path, capsys
         holder.release()
 
 
+def test_a_run_directory_that_cannot_be_created_is_one_line(tmp_path: Path, capsys) -> None:
+    (tmp_path / "taken").write_text("a file, not a directory")
+    argv = [o for o in tiny(tmp_path, "mujoco", *QUIET) if not o.startswith("training.log_dir")]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, f"training.log_dir={tmp_path / 'taken'}"])
+    assert f"cannot create or lock the run directory under {tmp_path / 'taken'}" in _one_line_error(capsys, exit_info)
+
+
 def test_the_lock_of_a_process_that_died_does_not_block_the_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()

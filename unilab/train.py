@@ -183,6 +183,14 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
 def claim_run_dir(cfg: TrainConfig, resume_iteration: int | None) -> tuple[Path, RunLock, bool]:
     """The run directory, locked for this process, and whether this call created it. The checks on what an
     explicit directory holds run under the lock, so two processes cannot both pass them."""
+    try:
+        return _claim_run_dir(cfg, resume_iteration)
+    except OSError as exc:  # a read-only disk, a file where the directory should be: the user's to fix
+        where = cfg.training.log_dir or cfg.training.log_root
+        raise ValueError(f"cannot create or lock the run directory under {where}: {exc}") from None
+
+
+def _claim_run_dir(cfg: TrainConfig, resume_iteration: int | None) -> tuple[Path, RunLock, bool]:
     if cfg.training.log_dir is None:
         run_dir = make_run_dir(None, cfg.algo.name, cfg.task.name, cfg.sim.name, root=cfg.training.log_root)
         return run_dir, RunLock(run_dir), True

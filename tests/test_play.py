@@ -127,6 +127,9 @@ def test_play_refuses_what_it_cannot_render_in_one_line(tiny_run: Path, capsys: 
     with pytest.raises(SystemExit):
         play.main(["--checkpoint", checkpoint, "--seconds", "inf"])
     assert "--seconds must be a finite number > 0, got inf" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        play.main(["--checkpoint", checkpoint, "--seed", str(2**31)])
+    assert f"--seed must be in [0, 2**31), got {2**31}" in capsys.readouterr().err
 
 
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:

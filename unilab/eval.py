@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.num_envs < 1:
         fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
+    if not 0 <= args.seed < 2**31:  # the counter RNG's seed range
+        fail(parser.prog, f"--seed must be in [0, 2**31), got {args.seed}")
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
         fail(parser.prog, f"--episode-s must be a finite number > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")

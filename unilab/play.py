@@ -264,6 +264,8 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.num_envs < 1:
         fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
+    if not 0 <= args.seed < 2**31:  # the counter RNG's seed range
+        fail(parser.prog, f"--seed must be in [0, 2**31), got {args.seed}")
     if not 0.0 < args.seconds < math.inf:
         fail(parser.prog, f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:

@@ -89,3 +89,32 @@ def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Rotation angle between unit quaternions; |<a, b>| makes q and -q (the same rotation) agree."""
     dot = (a * b).sum(-1).abs().clamp(max=1.0)
     return 2.0 * torch.acos(dot)
+
+
+def quat_normalize(q: torch.Tensor) -> torch.Tensor:
+    """Unit quaternions; interpolation and float32 storage both leave the norm slightly off."""
+    return q / torch.linalg.vector_norm(q, dim=-1, keepdim=True)
+
+
+def quat_nlerp(a: torch.Tensor, b: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Normalised linear blend from a (weight 0) to b (weight 1) the short way round (b's sign aligned to a).
+
+    Between neighbouring frames of a motion the rotation is small, where nlerp and slerp differ by far less
+    than the interpolation error itself, and nlerp needs no special case for nearly identical quaternions.
+    """
+    b = torch.where((a * b).sum(-1, keepdim=True) < 0.0, -b, b)
+    return quat_normalize(a + weight * (b - a))
+
+
+def quat_to_rotation_vector(q: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Axis * angle of unit quaternions, the short way round (angle in [0, pi]).
+
+    q and -q are one rotation; flipping to w >= 0 first picks the smaller angle, which is what a finite
+    difference between nearby orientations needs. Near angle 0, angle / sin(angle / 2) tends to 2 / w.
+    """
+    q = torch.where(q[..., :1] < 0.0, -q, q)
+    w, v = q[..., 0], q[..., 1:]
+    sin_half = torch.linalg.vector_norm(v, dim=-1)
+    angle = 2.0 * torch.atan2(sin_half, w)
+    scale = torch.where(sin_half > eps, angle / sin_half.clamp(min=eps), 2.0 / w)
+    return v * scale.unsqueeze(-1)

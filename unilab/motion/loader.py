@@ -31,7 +31,7 @@ import mujoco
 import numpy as np
 import torch
 
-from unilab.motion import quat
+from unilab.core.math import quat_nlerp, quat_normalize
 
 CONTROL_FPS = 50
 """Frame rate of every loaded clip: one frame per policy step."""
@@ -343,7 +343,7 @@ def _select_bodies(
         out[:, targets] = data[key][:, rows].astype(np.float64)
         selected[key] = out
     _check_unit(path, "body_quat_w", selected["body_quat_w"])
-    selected["body_quat_w"] = quat.normalize(selected["body_quat_w"])
+    selected["body_quat_w"] = quat_normalize(torch.from_numpy(selected["body_quat_w"])).numpy()
     return selected
 
 
@@ -390,12 +390,13 @@ def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
         w = weight.reshape((-1,) + (1,) * (a.ndim - 1))
         return (1.0 - w) * a[lower] + w * a[lower + 1]
 
-    w_quat = weight.reshape(-1, 1, 1)
+    quats = torch.from_numpy(clip.body_quat_w)
+    w_quat = torch.from_numpy(weight).reshape(-1, 1, 1)
     return _Clip(
         joint_pos=blend(clip.joint_pos),
         joint_vel=blend(clip.joint_vel),
         body_pos_w=blend(clip.body_pos_w),
-        body_quat_w=quat.nlerp(clip.body_quat_w[lower], clip.body_quat_w[lower + 1], w_quat),
+        body_quat_w=quat_nlerp(quats[lower], quats[lower + 1], w_quat).numpy(),
         body_lin_vel_w=blend(clip.body_lin_vel_w),
         body_ang_vel_w=blend(clip.body_ang_vel_w),
     )

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+import torch
 
-from unilab.motion import quat
+from unilab.core.math import quat_conjugate, quat_mul, quat_to_rotation_vector
 from unilab.robots.g1 import JOINT_NAMES
 
 FPS = 50.0
@@ -164,6 +165,25 @@ def _check_joint_ranges(model: mujoco.MjModel, joint_pos: np.ndarray) -> None:
             raise RuntimeError(f"reference motion leaves the range [{low}, {high}] of {name}")
 
 
+def angular_velocity_world(quat: np.ndarray, dt: float) -> np.ndarray:
+    """World-frame angular velocity of a quaternion trajectory (axis 0 = time), by differences.
+
+    Like ``np.gradient``: central differences q[t+1] q[t-1]* / (2 dt) inside, one-sided at the two ends, so
+    it has the accuracy of the linear velocities. Left-multiplying by the conjugate gives the rotation
+    increment in the world frame.
+    """
+    if quat.shape[0] < 2:
+        raise ValueError("need at least two orientations to differentiate")
+    q = torch.from_numpy(quat)
+
+    def rate(later: torch.Tensor, earlier: torch.Tensor, span: float) -> torch.Tensor:
+        return quat_to_rotation_vector(quat_mul(later, quat_conjugate(earlier))) / span
+
+    inside = rate(q[2:], q[:-2], 2.0 * dt)
+    first, last = rate(q[1:2], q[:1], dt), rate(q[-1:], q[-2:-1], dt)
+    return torch.cat((first, inside, last)).numpy()
+
+
 def generate_reference_clip(
     model: mujoco.MjModel, fps: float = FPS, duration: float = DURATION_S
 ) -> dict[str, np.ndarray]:
@@ -199,7 +219,7 @@ def generate_reference_clip(
         "body_pos_w": body_pos,
         "body_quat_w": body_quat,
         "body_lin_vel_w": np.gradient(body_pos, dt, axis=0),
-        "body_ang_vel_w": quat.angular_velocity_world(body_quat, dt),
+        "body_ang_vel_w": angular_velocity_world(body_quat, dt),
         "joint_names": np.array(JOINT_NAMES),
         "body_names": np.array([model.body(b).name for b in range(model.nbody)]),
     }

@@ -177,6 +177,25 @@ def test_a_second_writer_is_refused_with_the_holder_named(tmp_path: Path, capsys
         holder.release()
 
 
+def test_the_lock_is_held_while_the_run_trains_and_released_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchrl_ext.run_dir import RunDirInUse
+
+    run_dir, update, refusals = tmp_path / "run", OffPolicyTrainer.update, []
+
+    def second_writer_mid_run(self):
+        with pytest.raises(RunDirInUse, match=f"in use by pid {os.getpid()}") as refused:
+            RunLock(run_dir)
+        refusals.append(refused)
+        return update(self)
+
+    monkeypatch.setattr(OffPolicyTrainer, "update", second_writer_mid_run)
+    run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=3", *QUIET)))
+    assert len(refusals) == 3
+    RunLock(run_dir).release()
+
+
 def test_a_run_directory_that_cannot_be_created_is_one_line(tmp_path: Path, capsys) -> None:
     (tmp_path / "taken").write_text("a file, not a directory")
     argv = [o for o in tiny(tmp_path, "mujoco", *QUIET) if not o.startswith("training.log_dir")]

@@ -30,8 +30,9 @@ def root_height_exp(state, ctx: EnvContext, target: float, sigma: float) -> torc
     return torch.exp(-((state["sim", "qpos"][:, 2] - target) ** 2) / sigma**2)
 
 
-def make_stand_config(push: float = 0.5) -> TaskConfig:
-    """The G1 standing still; every episode starts with a random shove of up to ``push`` m/s."""
+def make_stand_config(push: float = 0.5, push_every_s: tuple[float, float] = (1.0, 3.0)) -> TaskConfig:
+    """The G1 standing still; shoves of up to ``push`` m/s at the start of every episode and then every
+    ``push_every_s`` seconds."""
     policy = {
         "gyro": ObsTerm(observations.sensor, {"name": "torso_gyro"}, scale=0.25),
         "gravity": ObsTerm(observations.projected_gravity, {"body": g1.TORSO_BODY}),
@@ -59,9 +60,10 @@ def make_stand_config(push: float = 0.5) -> TaskConfig:
             "time_out": TerminationTerm(terminations.time_out, time_out=True),
         },
         events={
-            "shove": EventTerm(
+            "start": EventTerm(
                 events.reset_to_default_pose, {"xy_range": 0.0, "yaw_range": 3.14, "root_vel_range": push}
-            )
+            ),
+            "shove": EventTerm(events.push_root, {"velocity_range": push}, interval_s=push_every_s),
         },
     )
 
@@ -124,3 +126,29 @@ def test_an_entry_point_that_is_not_a_task_is_named(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(registry, "_discovered", None)
     with pytest.raises(TypeError, match=r"entry point broken = .* is not a unilab Task"):
         unilab.list_tasks()
+
+
+def test_interval_pushes_fire_on_their_timer_and_donation_matches(clean_registry: None) -> None:
+    from unilab.core.rng import make_rng
+    from unilab.tasks.registry import make_functional_env
+
+    unilab.register_task("g1_stand", make_stand_config)
+    pushed = make_functional_env("g1_stand", sim="mujoco", num_envs=3, push=0.5, push_every_s=(0.04, 0.04))
+    calm = make_functional_env("g1_stand", sim="mujoco", num_envs=3, push=0.0, push_every_s=(0.04, 0.04))
+    rng = make_rng(0)
+    a, b = pushed.reset(rng), calm.reset(rng)
+    assert a["env", "shove_timer"].tolist() == pytest.approx([0.04] * 3)
+    zero = torch.zeros(3, 29)
+    # The start event draws from the same stream, with range 0 for the calm env: align the two starts.
+    b = b.update({"sim": a["sim"].clone(), "obs": a["obs"].clone()})
+    a1, _ = pushed.step(a, zero, rng + torch.tensor([0, 1]))
+    b1, _ = calm.step(b, zero, rng + torch.tensor([0, 1]))
+    assert a1["env", "shove_timer"].tolist() == pytest.approx([0.02] * 3)
+    assert torch.equal(a1["sim", "qvel"], b1["sim", "qvel"])  # not fired yet
+    a2, _ = pushed.step(a1, zero, rng + torch.tensor([0, 2]))
+    b2, _ = calm.step(b1, zero, rng + torch.tensor([0, 2]))
+    assert a2["env", "shove_timer"].tolist() == pytest.approx([0.04] * 3)  # fired and rearmed
+    assert (a2["sim", "qvel"][:, :2] - b2["sim", "qvel"][:, :2]).abs().max() > 0.05
+    donated, _ = pushed.step_(a1.clone(), zero, rng + torch.tensor([0, 2]))
+    for key in a2.keys(True, True):
+        assert torch.equal(donated[key], a2[key]), key

@@ -44,6 +44,7 @@ _RESET_SALT = 0x5A5A5A5  # separates post-reset observation noise from terminal 
 DIVERGED_SPEED = 1.0e3
 _STEP_STREAM = rnglib.stream_id("step")
 _RESET_STREAM = rnglib.stream_id("reset")
+_INTERVAL_STREAM = rnglib.stream_id("interval")
 
 
 class FunctionalEnv:
@@ -153,14 +154,19 @@ class FunctionalEnv:
             },
             mask,
         )
-        # Events return new tensors for the physics entries they set; positions go through the reset op,
-        # anything else (actuator gains) is written into the owned tensors here.
-        for name, owned in physics.items():
-            value = state["sim", name]
-            if name not in ("qpos", "qvel") and value is not owned:
-                owned.copy_(value)
+        # Positions go through the reset op; anything else an event set (actuator gains) is adopted here.
+        self._adopt_physics(state, physics, skip=("qpos", "qvel"))
         ops.sim_reset_(self._handle, physics, mask, state["sim", "qpos"], state["sim", "qvel"])
         return apply_updates(state, {("sim", name): value for name, value in physics.items()})
+
+    @staticmethod
+    def _adopt_physics(state: TensorDict, physics: dict[str, torch.Tensor], skip: tuple[str, ...] = ()) -> None:
+        """Terms return new tensors for the physics entries they set; write those into the owned ``physics``
+        tensors (the ones ``step_`` donates), so the state keeps its storage."""
+        for name, owned in physics.items():
+            value = state["sim", name]
+            if name not in skip and value is not owned:
+                owned.copy_(value)
 
     def _check_mask(self, mask: torch.Tensor) -> None:
         if mask.dtype != torch.bool:
@@ -213,6 +219,11 @@ class FunctionalEnv:
             },
         )
         state = self.commands.advance(state, ctx)
+        if self.events.intervals:
+            physics = dict(state["sim"].items())
+            state = self.events.interval(state, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
+            self._adopt_physics(state, physics)
+            state = apply_updates(state, {("sim", name): value for name, value in physics.items()})
         targets = self.task.action.func(action, ctx, **self.task.action.params)
         ops.sim_step_(self._handle, state["sim"], targets)
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})

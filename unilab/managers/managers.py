@@ -167,23 +167,45 @@ class CommandManager:
 
 
 class EventManager:
-    """Reset events, applied in declaration order; each sees the previous ones' results."""
+    """Reset events, applied in declaration order (each sees the previous ones' results), and interval events,
+    each with a per-env countdown in ``state["env", "<name>_timer"]`` (seconds)."""
 
     def __init__(self, terms: Mapping[str, EventTerm]) -> None:
         self.terms = terms
         self._streams = {n: rnglib.stream_id(f"event/{n}") for n in terms}
+        self.intervals = {n: t for n, t in terms.items() if t.interval_s is not None}
 
     def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
         out = {}
         for term in self.terms.values():
             for name, (shape, value) in term.state.items():
                 out[name] = torch.full((ctx.num_envs, *shape), value, device=ctx.device)
+        out.update({f"{name}_timer": torch.zeros(ctx.num_envs, device=ctx.device) for name in self.intervals})
         return out
+
+    def _draw_timer(self, name: str, ctx: EnvContext, rng: torch.Tensor) -> torch.Tensor:
+        low, high = self.intervals[name].interval_s
+        return rnglib.uniform(rnglib.fold(rng, self._streams[name] ^ 1), 0, (ctx.num_envs,), low, high)
 
     def reset(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
         for name, term in self.terms.items():
+            if name in self.intervals:
+                state = apply_updates(state, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
+                continue
             rng_n = rnglib.fold(rng, self._streams[name])
             state = apply_updates(state, term.func(state, ctx, mask, rng_n, **term.params), mask)
+        return state
+
+    def interval(self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor) -> TensorDict:
+        """Count the interval events down by one control step; fire those that reach zero, then rearm them."""
+        for name, term in self.intervals.items():
+            key = ("env", f"{name}_timer")
+            timer = state.get(key) - ctx.dt
+            fire = timer <= 0.0
+            state = apply_updates(
+                state, term.func(state, ctx, fire, rnglib.fold(rng, self._streams[name]), **term.params), fire
+            )
+            state = apply_updates(state, {key: torch.where(fire, self._draw_timer(name, ctx, rng), timer)})
         return state
 
 

@@ -70,16 +70,24 @@ class CommandTerm:
 
 @dataclass(frozen=True)
 class EventTerm:
-    """A reset event: ``func(state, ctx, mask, rng, **params) -> {state key: new tensor}``.
+    """An event: ``func(state, ctx, mask, rng, **params) -> {state key: new tensor}``.
 
-    Keys are paths such as ``("sim", "qpos")`` or ``("env", "kp_scale")``; the manager keeps
+    Keys are paths such as ``("sim", "qvel")`` or ``("sim", "actuator_kp")``; the manager keeps
     the new values only in the masked envs. ``state`` declares env entries the event owns,
-    as ``{name: (shape, initial value)}``.
+    as ``{name: (shape, initial value)}``. Without ``interval_s`` the event runs when an env
+    resets. With ``interval_s = (low, high)`` it runs during episodes instead: each env fires
+    after a time drawn from U(low, high) seconds, drawn anew at every reset and every firing
+    (pushes, say).
     """
 
     func: TermFn
     params: Mapping[str, Any] = field(default_factory=dict)
     state: Mapping[str, tuple[tuple[int, ...], float]] = field(default_factory=dict)
+    interval_s: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.interval_s is not None and not 0.0 < self.interval_s[0] <= self.interval_s[1]:
+            raise ValueError(f"EventTerm.interval_s must be 0 < low <= high, got {self.interval_s}")
 
 
 @dataclass(frozen=True)

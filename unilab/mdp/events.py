@@ -44,3 +44,10 @@ def scale_pd_gains(
         ("sim", "actuator_kp"): ctx.default_kp * scales[:, :1],
         ("sim", "actuator_kv"): ctx.default_kv * scales[:, 1:],
     }
+
+
+def push_root(state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, velocity_range: float) -> dict:
+    """A shove: U(+-velocity_range) m/s added to the root's horizontal velocity (qvel[0:2])."""
+    kick = uniform(rng, 0, (ctx.num_envs, 2), -velocity_range, velocity_range)
+    qvel = state["sim", "qvel"]
+    return {("sim", "qvel"): torch.cat((qvel[:, :2] + kick, qvel[:, 2:]), dim=-1)}

@@ -1,6 +1,6 @@
 """``python scripts/play.py --checkpoint logs/.../model_100.pt`` (same as the ``unilab play`` command)."""
 
-from unilab.play import main
+from unilab.apps.play import main
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """``python scripts/plot_curves.py logs/<run> [--out curves.png]``: learning curves of one run as a PNG."""
 
-from unilab.curves import main
+from unilab.apps.curves import main
 
 if __name__ == "__main__":
     main()

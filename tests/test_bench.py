@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from unilab import bench
+from unilab.apps import bench
 
 TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]

@@ -12,6 +12,7 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 import unilab
+from unilab.apps.train import compose_config, run
 from unilab.envs.config import TaskConfig
 from unilab.managers.context import EnvContext
 from unilab.managers.terms import ActionTerm, EventTerm, ObsTerm, RewardTerm, TerminationTerm
@@ -20,7 +21,6 @@ from unilab.robots import g1
 from unilab.sim import SimConfig
 from unilab.tasks import registry
 from unilab.tasks.task import Task
-from unilab.train import compose_config, run
 
 # -- the tutorial's task ---------------------------------------------------------------------------------------
 

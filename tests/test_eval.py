@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, main, meets_thresholds, rollout, score
+from unilab.apps.train import compose_config, run
 from unilab.core.math import quat_angle
 from unilab.core.rng import make_rng
-from unilab.eval import SERIES_NAME, SUMMARY_NAME, main, meets_thresholds, rollout, score
 from unilab.tasks import registry
 from unilab.tasks.g1_motion_tracking.metrics import readings as tracking_readings
 from unilab.tasks.g1_motion_tracking.metrics import score as tracking_metrics
 from unilab.tasks.g1_walk_flat.metrics import score as walk_metrics
 from unilab.tasks.registry import get_task, make_functional_env, register_task
-from unilab.train import compose_config, run
 
 T, N = 5, 3
 TINY = [

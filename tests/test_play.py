@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tests.test_train import TINY
-from unilab import curves, play
+from unilab.apps import curves, play
+from unilab.apps.train import compose_config, run
 from unilab.tasks.registry import make_functional_env
-from unilab.train import compose_config, run
 
 W, H = 160, 96  # small frames keep software-rasterised renders well under a second
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from unilab.train import compose_config, run
+from unilab.apps.train import compose_config, run
 
 TINY = [
     "algo.num_envs=4",

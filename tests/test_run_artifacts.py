@@ -14,10 +14,11 @@ import onnx
 import pytest
 import torch
 
-from torchrl_ext import export, run_dir
-from torchrl_ext.metrics import TailRateMeter
+from torchrl_ext import export
 from torchrl_ext.networks import Actor
-from torchrl_ext.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
+from unilab.apps import run_dir
+from unilab.apps.metrics import TailRateMeter
+from unilab.apps.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
 
 # ---------------------------------------------------------------------------------------------------------------
 # TailRateMeter
@@ -191,7 +192,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A signal's KeyboardInterrupt (or any error) halfway through torch.save never leaves a truncated model_N.pt."""
-    from torchrl_ext import checkpoint
+    from unilab.apps import checkpoint
 
     target = tmp_path / "model_10.pt"
     checkpoint.save_checkpoint({"weights": torch.ones(1000)}, target)
@@ -211,7 +212,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
 
 
 def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> None:
-    from torchrl_ext.checkpoint import prune_checkpoints
+    from unilab.apps.checkpoint import prune_checkpoints
 
     for iteration in (5, 10, 100, 20):
         (tmp_path / f"model_{iteration}.pt").write_bytes(b"x")
@@ -223,7 +224,7 @@ def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> No
 
 
 def test_memory_check_names_the_parts_and_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchrl_ext import resources
+    from unilab.apps import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda device: 1024**3)
     resources.check_fits({"replay": 1024**2}, torch.device("cpu"), "lower it")

@@ -16,12 +16,12 @@ import pytest
 import torch
 from test_train import tiny
 
-from torchrl_ext.run_dir import RunLock
 from torchrl_ext.trainer import OffPolicyTrainer
-from unilab import eval as eval_cli
-from unilab import play as play_cli
+from unilab.apps import eval as eval_cli
+from unilab.apps import play as play_cli
+from unilab.apps.run_dir import RunLock
+from unilab.apps.train import compose_config, main, run
 from unilab.motion import DEFAULT_MOTION
-from unilab.train import compose_config, main, run
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = ["training.export_onnx=false"]
@@ -136,7 +136,7 @@ def test_a_train_process_stopped_from_outside_keeps_its_work(tmp_path: Path, sig
     """A real process and real signals: a terminal closing (SIGHUP), an impatient double Ctrl-C 50 ms apart."""
     run_dir = tmp_path / "run"
     overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=100000", "algo.save_interval=100000", *QUIET)
-    code = "from unilab.train import main; main()"  # as the console command: arguments from sys.argv
+    code = "from unilab.apps.train import main; main()"  # as the console command: arguments from sys.argv
     child = subprocess.Popen(
         [sys.executable, "-c", code, *overrides, "training.log_interval=2"],
         cwd=REPO,
@@ -180,7 +180,7 @@ def test_a_second_writer_is_refused_with_the_holder_named(tmp_path: Path, capsys
 def test_the_lock_is_held_while_the_run_trains_and_released_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from torchrl_ext.run_dir import RunDirInUse
+    from unilab.apps.run_dir import RunDirInUse
 
     run_dir, update, refusals = tmp_path / "run", OffPolicyTrainer.update, []
 
@@ -207,7 +207,7 @@ def test_a_run_directory_that_cannot_be_created_is_one_line(tmp_path: Path, caps
 def test_the_lock_of_a_process_that_died_does_not_block_the_directory(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    code = f"import os; from torchrl_ext.run_dir import RunLock; RunLock({str(run_dir)!r}); os._exit(9)"
+    code = f"import os; from unilab.apps.run_dir import RunLock; RunLock({str(run_dir)!r}); os._exit(9)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 9
     assert (run_dir / ".lock").read_text().startswith("pid ")
     summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=2", *QUIET)))

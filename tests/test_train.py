@@ -10,7 +10,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from unilab.train import compose_config, main, run
+from unilab.apps.train import compose_config, main, run
 
 TINY = [
     "algo.num_envs=4",
@@ -333,7 +333,7 @@ def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
 
 
 def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytest.CaptureFixture) -> None:
-    from unilab import cli
+    from unilab.apps import cli
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
-from torchrl_ext.run_dir import fsync_path
+from unilab.core.files import fsync_path
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"

@@ -23,10 +23,10 @@ import mujoco
 import torch
 from tensordict import TensorDict
 
-from torchrl_ext.checkpoint import CheckpointError, load_checkpoint
-from torchrl_ext.resources import InsufficientMemoryError, check_fits
-from torchrl_ext.run_dir import write_json_atomic
-from unilab.cli import fail
+from unilab.apps.checkpoint import CheckpointError, load_checkpoint
+from unilab.apps.cli import fail
+from unilab.apps.resources import InsufficientMemoryError, check_fits
+from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
@@ -112,8 +112,8 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
     """
     from omegaconf import OmegaConf
 
-    from torchrl_ext.config import TrainConfig
     from torchrl_ext.learners import LEARNERS
+    from unilab.apps.config import TrainConfig
 
     cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), ckpt["config"]))
     learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)

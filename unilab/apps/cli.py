@@ -6,7 +6,12 @@ import importlib
 import sys
 from typing import NoReturn
 
-COMMANDS = {"bench": "unilab.bench", "eval": "unilab.eval", "play": "unilab.play", "train": "unilab.train"}
+COMMANDS = {
+    "bench": "unilab.apps.bench",
+    "eval": "unilab.apps.eval",
+    "play": "unilab.apps.play",
+    "train": "unilab.apps.train",
+}
 
 
 def main(argv: list[str] | None = None) -> None:

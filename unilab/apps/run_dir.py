@@ -16,16 +16,15 @@ import os
 import platform
 import socket
 import subprocess
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 
-from torchrl_ext.metrics import TailRateMeter
+from unilab.apps.metrics import TailRateMeter
+from unilab.core.files import write_atomic
 
 SUMMARY_FILENAME = "run_summary.json"
 LOCK_FILENAME = ".lock"
@@ -40,7 +39,7 @@ _DISTRIBUTIONS = {
     "torchrl": "torchrl",
 }
 _GIT_TIMEOUT_S = 10.0
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _timestamp() -> str:
@@ -96,40 +95,6 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, set | frozenset):
         return sorted(obj, key=str)
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
-
-
-def fsync_path(path: Path) -> None:
-    """Flush a file, or a directory's entries, to disk: without it a rename may survive a power cut while the data
-    it points at does not."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write a file so that readers (dashboards, a later resume) only ever see a complete old or new version.
-
-    ``write`` fills a uniquely named sibling, which is flushed to disk and renamed over the target; a rename within
-    one directory is atomic. On any error, a signal's KeyboardInterrupt included, the sibling is removed and the old
-    file is left alone; a process killed outright leaves at most a hidden ``.tmp`` sibling, never a truncated file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        # os.open with 0o666 lets the umask decide permissions, as a plain open() would for the final file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)
 
 
 def write_json_atomic(path: Path, obj: dict) -> None:

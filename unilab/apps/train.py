@@ -32,7 +32,9 @@ from omegaconf.errors import OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from torchrl_ext.checkpoint import (
+from torchrl_ext.export import export_policy_onnx
+from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
+from unilab.apps.checkpoint import (
     CheckpointError,
     check_compatible,
     list_checkpoints,
@@ -40,11 +42,12 @@ from torchrl_ext.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from torchrl_ext.config import TaskSelection, TrainConfig, validate
-from torchrl_ext.export import export_policy_onnx
-from torchrl_ext.metrics import TailRateMeter
-from torchrl_ext.resources import check_fits, replay_row_bytes
-from torchrl_ext.run_dir import (
+from unilab.apps.cli import fail
+from unilab.apps.config import TaskSelection, TrainConfig, validate
+from unilab.apps.metrics import TailRateMeter
+from unilab.apps.play import play
+from unilab.apps.resources import check_fits, replay_row_bytes
+from unilab.apps.run_dir import (
     LOCK_FILENAME,
     SUMMARY_FILENAME,
     RunLock,
@@ -53,14 +56,11 @@ from torchrl_ext.run_dir import (
     make_run_dir,
     write_json_atomic,
 )
-from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
-from unilab.cli import fail
 from unilab.envs.functional import FunctionalEnv
-from unilab.play import play
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 ALGOS = ("sac", "flashsac")
 
 

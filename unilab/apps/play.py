@@ -29,13 +29,13 @@ import mujoco
 import numpy as np
 import torch
 
-from torchrl_ext.checkpoint import CheckpointError
-from torchrl_ext.resources import InsufficientMemoryError
-from torchrl_ext.run_dir import fsync_path, write_atomic
-from unilab.cli import fail
+from unilab.apps.checkpoint import CheckpointError
+from unilab.apps.cli import fail
+from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
+from unilab.apps.resources import InsufficientMemoryError
+from unilab.core.files import fsync_path, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
-from unilab.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
 from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 

@@ -210,7 +210,7 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
             command = [
                 sys.executable,
                 "-c",
-                "from unilab.train import main; main()",
+                "from unilab.apps.train import main; main()",
                 *CANONICAL_WORKLOADS[name],
                 "--sim",
                 sim,

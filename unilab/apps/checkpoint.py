@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from torchrl_ext.config import TrainConfig
-from torchrl_ext.run_dir import write_atomic
+from unilab.apps.config import TrainConfig
+from unilab.core.files import write_atomic
 
 CHECKPOINT_PATTERN = re.compile(r"model_(\d+)\.pt")
 REQUIRED_KEYS = ("loss", "optim", "iteration", "env_steps", "config", "train_wall_time_sec", "loop_wall_time_sec")

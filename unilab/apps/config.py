@@ -1,0 +1,123 @@
+"""Typed training configuration: the schema Hydra's YAML files are checked against.
+
+Every key a user may override (``algo.num_envs=...``) is a field here, so a misspelt key
+or a value of the wrong type fails when the config is composed, before any work starts,
+and ``validate`` rejects values that cannot work together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from torchrl_ext.config import AlgoConfig
+
+
+@dataclass
+class TaskSelection:
+    name: str = "g1_walk_flat"
+    obs_noise: bool = True
+    motion_file: str | None = None
+    episode_length_s: float | None = None  # None: the task's own
+
+
+@dataclass
+class SimSelection:
+    name: str = "auto"
+
+
+@dataclass
+class TrainingConfig:
+    device: str | None = None
+    log_dir: str | None = None
+    log_root: str = "logs"
+    log_interval: int = 10
+    no_play: bool = False
+    play_seconds: float = 16.0
+    play_envs: int = 4
+    export_onnx: bool = True
+    progress: bool = True
+    keep_checkpoints: int = 5  # the newest model_<it>.pt files kept; 0 keeps all
+
+
+@dataclass
+class TrainConfig:
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    task: TaskSelection = field(default_factory=TaskSelection)
+    sim: SimSelection = field(default_factory=SimSelection)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+
+def _fields(node: object, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted key, value)`` of every leaf of the config, as a user would spell the key in an override."""
+    leaves: list[tuple[str, object]] = []
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if dataclasses.is_dataclass(value):
+            leaves += _fields(value, f"{prefix}{f.name}.")
+        else:
+            leaves.append((f"{prefix}{f.name}", value))
+    return leaves
+
+
+def _check(ok: bool, key: str, rule: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject impossible settings with one line naming the key and value."""
+    for key, value in _fields(cfg):
+        if isinstance(value, float):
+            _check(math.isfinite(value), key, "finite", value)
+        if isinstance(value, str):  # an empty path or name would resolve to something nobody asked for
+            _check(bool(value.strip()), key, "a non-empty string", value)
+    a, t = cfg.algo, cfg.training
+    at_least = {
+        "num_envs": 1,
+        "batch_size": 1,
+        "replay_buffer_n": 1,
+        "updates_per_step": 1,
+        "policy_frequency": 1,
+        "learning_starts": 0,
+        "max_iterations": 1,
+        "save_interval": 1,
+        "num_atoms": 2,  # a distribution over one atom has no spread to learn
+        "lr_decay_steps": 1,
+        "actor_width": 1,
+        "actor_blocks": 1,
+        "critic_width": 1,
+        "critic_blocks": 1,
+        "noise_max_span": 1,
+        "seed": 0,
+    }
+    for key, bound in at_least.items():
+        _check(getattr(a, key) >= bound, f"algo.{key}", f">= {bound}", getattr(a, key))
+    for key in ("actor_hidden", "critic_hidden"):
+        sizes = getattr(a, key)
+        _check(bool(sizes) and min(sizes) >= 1, f"algo.{key}", "a non-empty list of sizes >= 1", sizes)
+    capacity = a.replay_buffer_n * a.num_envs
+    if a.batch_size > capacity:
+        raise ValueError(
+            f"algo.batch_size={a.batch_size} is larger than the replay buffer "
+            f"(algo.replay_buffer_n * algo.num_envs = {capacity})"
+        )
+    if a.use_symmetry and a.batch_size % 2:
+        raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
+    if a.name == "flashsac" and (a.use_symmetry or a.obs_normalization):
+        raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
+    _check(0.0 < a.gamma <= 1.0, "algo.gamma", "in (0, 1]", a.gamma)
+    _check(0.0 < a.tau <= 1.0, "algo.tau", "in (0, 1]", a.tau)
+    if a.v_min >= a.v_max:
+        raise ValueError(f"algo.v_min={a.v_min} must be below algo.v_max={a.v_max}")
+    for key in ("lr", "lr_final", "alpha_init", "noise_zipf_mu"):
+        _check(getattr(a, key) > 0.0, f"algo.{key}", "> 0", getattr(a, key))
+    for key in ("weight_decay", "max_grad_norm", "target_sigma"):
+        _check(getattr(a, key) >= 0.0, f"algo.{key}", ">= 0", getattr(a, key))
+    length = cfg.task.episode_length_s
+    _check(length is None or length > 0.0, "task.episode_length_s", "> 0", length)
+    _check(t.log_interval >= 1, "training.log_interval", ">= 1", t.log_interval)
+    _check(t.play_seconds > 0.0, "training.play_seconds", "> 0", t.play_seconds)
+    _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
+    _check(t.keep_checkpoints >= 0, "training.keep_checkpoints", ">= 0 (0 keeps all)", t.keep_checkpoints)

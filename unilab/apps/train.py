@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import json
 import os
 import signal
@@ -28,7 +29,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -69,15 +70,34 @@ def _group(overrides: list[str], name: str) -> str | None:
     return values[-1] if values else None
 
 
-def store_task_configs() -> None:
-    """Every registered task as an option of Hydra's ``task`` group and its per-algorithm tuning files as options
-    of ``tuning``, so the defaults list (``task: ...``, ``optional tuning: ${algo}_${task}``) finds tasks wherever
-    their packages live."""
+def store_configs() -> None:
+    """The typed schema as the base of the defaults list (the one source of defaults), every registered task as an
+    option of Hydra's ``task`` group and its per-algorithm tuning files as options of ``tuning``, so the defaults
+    list finds tasks wherever their packages live."""
     store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
         for algo, path in get_task(name).tuning.items():
             store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
+
+
+def _leaf_keys(node: object, prefix: str = "") -> list[str]:
+    """Dotted paths of a config's leaves (``algo.num_envs``)."""
+    if not isinstance(node, dict) or not node:
+        return [prefix]
+    return [key for name, value in node.items() for key in _leaf_keys(value, f"{prefix}.{name}" if prefix else name)]
+
+
+def schema_keys() -> list[str]:
+    """Every key a user may set."""
+    return _leaf_keys(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
+
+
+def unknown_key_message(key: str) -> str:
+    key = key.lstrip("+")
+    close = difflib.get_close_matches(key, schema_keys(), n=1, cutoff=0.8)
+    return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def compose_config(overrides: list[str]) -> TrainConfig:
@@ -91,9 +111,12 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
     elif sim not in BACKENDS:
         raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
-    store_task_configs()
+    store_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         composed = compose(config_name="train", overrides=overrides)
+    unknown = sorted(set(_leaf_keys(OmegaConf.to_container(composed))) - set(schema_keys()))
+    if unknown:
+        raise ValueError(unknown_key_message(unknown[0]))
     typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
     cfg: TrainConfig = OmegaConf.to_object(typed)
     validate(cfg)
@@ -494,10 +517,15 @@ def main(argv: list[str] | None = None) -> None:
         fail(parser.prog, f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
     try:
         prepared = prepare(compose_config(groups + overrides))
-    except OmegaConfBaseException as exc:  # a value of the wrong type: name the key, skip omegaconf's internals
-        first_line = str(exc).strip().splitlines()[0]
-        fail(parser.prog, f"{exc.full_key}: {first_line}" if getattr(exc, "full_key", None) else first_line)
-    except (ValueError, HydraException) as exc:  # unknown name, impossible value, bad file, too little memory
+    except (OmegaConfBaseException, HydraException) as exc:
+        # A value of the wrong type surfaces from Hydra as a merge error around the schema's own: name the key.
+        cause = exc if isinstance(exc, OmegaConfBaseException) else exc.__cause__
+        if isinstance(cause, ConfigKeyError | ConfigAttributeError) and getattr(cause, "full_key", None):
+            fail(parser.prog, unknown_key_message(cause.full_key))
+        if isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
+            fail(parser.prog, f"{cause.full_key}: {str(cause).strip().splitlines()[0]}")
+        fail(parser.prog, str(exc).strip().splitlines()[0])
+    except ValueError as exc:  # unknown name, impossible value, bad file, too little memory
         fail(parser.prog, str(exc))
     summary = train(prepared)
     if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit

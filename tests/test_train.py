@@ -55,6 +55,13 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     tags = set(events.Tags()["scalars"])
     assert {"loss/loss_critic", "loss/q_mean", "loss/alpha", "episode/reward_alive"} <= tags
     assert {"perf/tail_env_steps_per_sec", "perf/iteration_ms_median", "perf/iteration_ms_max"} <= tags
+    assert "health/diverged_envs" in tags
+    assert data["health"] == {
+        "nonfinite_actions": 0,
+        "diverged_envs": 0,
+        "contact_overflows": 0,
+        "constraint_overflows": 0,
+    }
     session = ort.InferenceSession(str(run_dir / "policy.onnx"))
     action = session.run(["action"], {"obs": torch.zeros(2, 100).numpy()})[0]
     assert action.shape == (2, 29) and (abs(action) <= 1).all()
@@ -271,15 +278,18 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
     trainer.collect()
     later_terms = (trainer._term_sums / 2).tolist()
     trainer.runner.state["task", "nonfinite_actions"] += 2
+    trainer.runner.state["task", "diverged_envs"] += 3
     later = trainer.log_point(trainer.update())
 
-    losses, stats = trainer.report(point)
+    losses, stats, health = trainer.report(point)
+    assert health == {"nonfinite_actions": 0, "diverged_envs": 0, "contact_overflows": 0, "constraint_overflows": 0}
     assert losses == pytest.approx(expected_metrics)
     assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
     assert stats["episodes"] == 2 and stats["episode_return"] == 3.0 and stats["episode_length"] == 5.0
     with pytest.raises(NonFiniteActionError, match="2 env-step rows"):
         trainer.report(later)
     values = later.read()
+    assert values["health/diverged_envs"] == 3.0
     assert values["episodes/count"] == 0.0 and later.term_steps == 2
     assert [values[f"term/{name}"] / 2 for name in trainer.env.task.rewards] == pytest.approx(later_terms)
 
@@ -306,7 +316,7 @@ def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -
     for _ in range(5):  # queued behind the point on both streams; each replay rewrites ``metrics`` in place
         trainer.collect()
         trainer.update()
-    losses, stats = trainer.report(point)
+    losses, stats, _ = trainer.report(point)
     assert losses == pytest.approx(expected_metrics)
     assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
     torch.cuda.synchronize()
@@ -350,3 +360,25 @@ def test_run_ends_with_a_playback_video_by_default(tmp_path: Path) -> None:
     summary = run(compose_config([*overrides, "training.play_seconds=0.1", "training.play_envs=1"]))
     video = tmp_path / "run" / "play_video.mp4"
     assert summary.error is None and video.stat().st_size > 0
+
+
+def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path, monkeypatch) -> None:
+    """A task whose shoves are absurd (10 km/s) makes its envs diverge over and over; the run completes."""
+    import dataclasses
+
+    from unilab.managers.terms import EventTerm
+    from unilab.mdp import events
+    from unilab.tasks import registry
+
+    monkeypatch.setattr(registry, "_registered", {})
+
+    def exploding_walk(**kwargs):
+        config = registry.get_task("g1_walk_flat").make_config(**kwargs)
+        blast = EventTerm(events.push_root, {"velocity_range": 1e4}, interval_s=(0.1, 0.2))
+        return dataclasses.replace(config, events={**config.events, "blast": blast})
+
+    registry.register_task("g1_walk_exploding", exploding_walk)
+    summary = run(compose_config(tiny(tmp_path, "mujoco", "task=g1_walk_exploding", "algo.max_iterations=25")))
+    assert summary.status == "completed" and summary.completed_iterations == 25
+    data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert data["health"]["diverged_envs"] > 0 and data["health"]["nonfinite_actions"] == 0

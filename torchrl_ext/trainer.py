@@ -297,12 +297,14 @@ class OffPolicyTrainer:
             copied.record()
         return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
 
-    def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float]]:
+    def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
         """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its update
-        metrics, and the mean return and length of the episodes finished and the mean reward terms per env step
-        since the previous log point."""
+        metrics; the mean return and length of the episodes finished and the mean reward terms per env step
+        since the previous log point; and the health counters since the start (``diverged_envs``, ...)."""
         values = point.read()
-        self.runner.check([int(values[key]) for key in HEALTH])
+        counts = [int(values[key]) for key in HEALTH]
+        self.runner.check(counts)
+        health = {key.removeprefix("health/"): count for key, count in zip(HEALTH, counts, strict=True)}
         metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
         stats = {}
         if point.term_steps:
@@ -314,7 +316,7 @@ class OffPolicyTrainer:
                 episode_length=values["episodes/length"] / count,
                 episodes=count,
             )
-        return metrics, stats
+        return metrics, stats, health
 
     def state_dict(self) -> dict:
         """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""

@@ -224,6 +224,9 @@ class RunSummary:
     environment: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     stopped_by: str | None = None  # the signal that ended an interrupted run, e.g. SIGTERM
+    # Counters since the start, as of the last log point: diverged_envs (physics blown up, reset, training went
+    # on), nonfinite_actions, contact_overflows, constraint_overflows.
+    health: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_status(self.status)

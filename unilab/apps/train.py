@@ -354,6 +354,7 @@ def _train(prepared: Prepared) -> RunSummary:
     start_utc = datetime.now(UTC).isoformat()
     started = time.perf_counter()
     status, error, last_checkpoint, last_episodes = "running", None, None, {}
+    health: dict[str, int] = {}  # the latest log point's counters
     stop = StopSignals()
 
     def loop_seconds() -> float:
@@ -380,6 +381,7 @@ def _train(prepared: Prepared) -> RunSummary:
             environment=environment,
             error=error,
             stopped_by=stop.received,
+            health=dict(health),
         )
 
     def save() -> str:
@@ -406,11 +408,13 @@ def _train(prepared: Prepared) -> RunSummary:
         nonlocal last_episodes
         laps = record_laps(point.laps)
         point.laps = []  # timed once, whatever fails below
-        metrics, stats = trainer.report(point)
+        metrics, stats, counts = trainer.report(point)
+        health.update(counts)
         if "episode_return" in stats:
             last_episodes = stats
         rate = meter.tail_env_steps_per_sec()
         scalars = {**{f"loss/{k}": v for k, v in metrics.items()}, **{f"episode/{k}": v for k, v in stats.items()}}
+        scalars.update({f"health/{k}": v for k, v in counts.items()})
         if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
             ms = sorted(1000 * seconds for seconds, _ in laps)
             scalars.update({"perf/iteration_ms_min": ms[0], "perf/iteration_ms_max": ms[-1]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import imageio.v2 as imageio
@@ -100,6 +101,25 @@ def test_play_from_checkpoint_writes_video_and_still(tiny_run: Path, tmp_path: P
 def test_play_from_onnx_defaults_beside_the_policy(tiny_run: Path) -> None:
     path = play.play(None, tiny_run / "policy.onnx", seconds=0.06, num_envs=1, width=W, height=H)
     assert path == tiny_run / play.VIDEO_NAME and path.stat().st_size > 0
+
+
+def test_an_exported_policy_carries_what_a_deployment_needs(tiny_run: Path, tmp_path: Path) -> None:
+    from torchrl_ext.export import read_metadata
+
+    meta = {
+        key: json.loads(value) if key not in ("task", "algo", "commit", "motion_file") else value
+        for key, value in read_metadata(tiny_run / "policy.onnx").items()
+    }
+    assert meta["task"] == "g1_walk_flat" and meta["algo"] == "sac" and len(meta["commit"]) == 40
+    assert len(meta["joint_names"]) == 29 and meta["joint_names"][0] == "left_hip_pitch_joint"
+    layout = meta["observation"]
+    assert layout["gyro"] == [0, 3] and max(end for _, end in layout.values()) == 100
+    assert meta["action_term"] == "joint_position_offsets" and meta["action_params"] == {"scale": 1.0}
+    assert len(meta["default_joint_pos"]) == 29 and meta["control_dt"] == pytest.approx(0.02)
+    moved = tmp_path / "elsewhere.onnx"  # away from its run directory: the file alone says what to play
+    moved.write_bytes((tiny_run / "policy.onnx").read_bytes())
+    video = play.main(["--onnx", str(moved), "--seconds", "0.06", "--num-envs", "1", "--width", "64", "--height", "48"])
+    assert video.stat().st_size > 0
 
 
 def test_save_still_takes_the_middle_of_a_frame_list(tmp_path: Path) -> None:

@@ -350,9 +350,27 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])
-    assert exit_info.value.code == 2 and "usage: unilab {bench,eval,play,train}" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "usage: unilab <command>" in capsys.readouterr().err
     cli.main(["bench", "physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "2"])
     assert '"bench": "physics"' in capsys.readouterr().out
+    cli.main(["--help"])  # returns: exit status 0
+    help_text = capsys.readouterr().out
+    assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "bench", "list"))
+    cli.main(["list"])
+    listing = capsys.readouterr().out
+    assert "g1_walk_flat           100 / 103, 29" in listing and "sac, flashsac" in listing and "mujoco" in listing
+
+
+def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "key=value" in text and "algo.num_envs                4096" in text
+    for spelling in (["--cfg"], ["--cfg", "job"]):
+        main([*spelling, "sim=mujoco", "algo.num_envs=8", f"training.log_dir={tmp_path / 'run'}"])
+        printed = capsys.readouterr().out
+        assert "num_envs: 8" in printed and "name: mujoco" in printed
+    assert not (tmp_path / "run").exists()  # printing the config did no work
 
 
 def test_run_ends_with_a_playback_video_by_default(tmp_path: Path) -> None:
@@ -382,3 +400,11 @@ def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path
     assert summary.status == "completed" and summary.completed_iterations == 25
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert data["health"]["diverged_envs"] > 0 and data["health"]["nonfinite_actions"] == 0
+
+
+def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, capsys) -> None:
+    main(tiny(tmp_path, "mujoco", "algo.max_iterations=3", "training.export_onnx=false"))
+    out = capsys.readouterr().out
+    assert "smoke run on the CPU (4 envs, 3 iterations)" in out
+    assert f"tensorboard --logdir {tmp_path / 'run'}" in out
+    assert f"unilab eval --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out

@@ -14,9 +14,11 @@ import copy
 import os
 import uuid
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 from torch import nn
@@ -77,11 +79,32 @@ def _max_abs_diff(module: nn.Module, obs_dim: int, path: Path) -> float:
     return float(np.max(np.abs(actual - expected)))
 
 
-def export_policy_onnx(policy: nn.Module, obs_dim: int, path: Path, opset: int = 17, check: bool = True) -> float:
+def _add_metadata(path: Path, metadata: Mapping[str, str]) -> None:
+    model = onnx.load(str(path))
+    for key, value in metadata.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(model, str(path))
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The string metadata an exported policy carries (``onnx.ModelProto.metadata_props``)."""
+    return {entry.key: entry.value for entry in onnx.load(str(path)).metadata_props}
+
+
+def export_policy_onnx(
+    policy: nn.Module,
+    obs_dim: int,
+    path: Path,
+    opset: int = 17,
+    check: bool = True,
+    metadata: Mapping[str, str] | None = None,
+) -> float:
     """Export ``policy`` (obs ``[B, obs_dim]`` -> action ``[B, act_dim]``) and return the checked max abs error.
 
-    The file is written beside ``path``, flushed to disk and only renamed into place once it passed the check, so a
-    failed or interrupted export never replaces a previously good policy file.
+    ``metadata`` goes into the file's metadata properties, so a deployment finds what it needs there. The file is
+    written beside ``path``, flushed to disk and only renamed into place once it passed the check, so a failed or
+    interrupted export never replaces a previously good policy file.
     """
     module = _cpu_eval_copy(policy)
     path = Path(path)
@@ -89,6 +112,8 @@ def export_policy_onnx(policy: nn.Module, obs_dim: int, path: Path, opset: int =
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         _write_onnx(module, obs_dim, tmp, opset)
+        if metadata:
+            _add_metadata(tmp, metadata)
         max_diff = _max_abs_diff(module, obs_dim, tmp) if check else 0.0
         # Written as "not <=" so a NaN difference fails the check instead of slipping through.
         if not max_diff <= CHECK_ATOL:

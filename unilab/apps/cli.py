@@ -7,19 +7,47 @@ import sys
 from typing import NoReturn
 
 COMMANDS = {
-    "bench": "unilab.apps.bench",
-    "eval": "unilab.apps.eval",
-    "play": "unilab.apps.play",
-    "train": "unilab.apps.train",
+    "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
+    "eval": ("unilab.apps.eval", "score a checkpoint or an exported policy with the task's metrics"),
+    "play": ("unilab.apps.play", "render a policy to play_video.mp4 (and a still with --still)"),
+    "bench": ("unilab.apps.bench", "throughput: canonical train runs, env steps, physics, drift"),
+    "list": ("unilab.apps.cli", "the tasks (observation and action sizes), algorithms and physics backends"),
 }
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "usage: unilab <command> [args]   (unilab <command> --help for each)\n\ncommands:\n" + "\n".join(lines)
+
+
+def list_everything() -> str:
+    """What can be trained: every registered task with its sizes, the algorithms and the backends."""
+    from unilab.apps.train import ALGOS
+    from unilab.sim import BACKENDS, default_backend
+    from unilab.tasks.registry import list_tasks, make_functional_env
+
+    lines = ["tasks (observations: policy / critic, actions):"]
+    for name in list_tasks():
+        env = make_functional_env(name, sim="mujoco", num_envs=1)
+        lines.append(f"  {name:<22} {env.obs_dims['policy']} / {env.obs_dims['critic']}, {env.action_dim}")
+    lines.append(f"algorithms: {', '.join(ALGOS)}")
+    lines.append(f"physics backends: {', '.join(BACKENDS)} (default here: {default_backend()})")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return
     if not argv or argv[0] not in COMMANDS:
-        print(f"usage: unilab {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
+        print(usage(), file=sys.stderr)
         raise SystemExit(2)
-    importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+    if argv[0] == "list":
+        print(list_everything())
+        return
+    importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
 
 
 def fail(prog: str, message: object) -> NoReturn:

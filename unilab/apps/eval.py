@@ -151,13 +151,18 @@ def onnx_policy(path: Path, device: torch.device):
 
 
 def _onnx_run_config(path: Path) -> dict | None:
-    """The training config beside an exported policy (``run_config.json``), for its task defaults."""
-    import json
+    """The task an exported policy was trained on, from the metadata ``train`` writes into ``policy.onnx``."""
+    from torchrl_ext.export import read_metadata
 
-    candidate = path.parent / "run_config.json"
-    if candidate.is_file():
-        return json.loads(candidate.read_text()).get("config")
-    return None
+    if not path.is_file():
+        raise EvalError(f"onnx policy not found: {path}")
+    try:
+        metadata = read_metadata(path)
+    except Exception as exc:
+        raise EvalError(f"cannot read onnx policy {path}: {type(exc).__name__}: {exc}") from exc
+    if "task" not in metadata:
+        return None
+    return {"task": {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None}}
 
 
 # -- evaluate ---------------------------------------------------------------------------------------------
@@ -178,7 +183,7 @@ def policy_source(
     saved_task: dict[str, Any] = (config or {}).get("task", {})
     task = task or saved_task.get("name")
     if task is None:
-        raise EvalError(f"no task given and none recorded beside {onnx}; pass --task")
+        raise EvalError(f"no task given and none recorded in {onnx}; pass --task")
     if task not in list_tasks():
         raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
     overrides: dict[str, Any] = {"obs_noise": False}

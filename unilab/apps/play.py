@@ -28,6 +28,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
 from unilab.apps.cli import fail
@@ -169,7 +170,8 @@ def render_rollout(
     try:
         try:
             writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
-            for _ in range(steps):
+            # Software rendering on a CPU takes a good fraction of a second per frame: show how far it is.
+            for _ in tqdm(range(steps), desc="rendering", unit="frame", leave=False, disable=not sys.stderr.isatty()):
                 rng = advance(rng)
                 state, _ = env.step(state, policy(state["obs", "policy"]), rng)
                 writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))

@@ -484,7 +484,8 @@ def _train(prepared: Prepared) -> RunSummary:
             result = summary(status)
             result.write(run_dir)
         if cfg.training.export_onnx:
-            export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx")
+            metadata = policy_metadata(env, cfg, environment)
+            export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx", metadata=metadata)
     # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
     if not cfg.training.no_play and last_checkpoint is not None and status == "completed":
         try:
@@ -504,13 +505,92 @@ def _train(prepared: Prepared) -> RunSummary:
     return result
 
 
+def policy_metadata(env: FunctionalEnv, cfg: TrainConfig, environment: dict[str, Any]) -> dict[str, str]:
+    """What ``policy.onnx`` carries for a deployment and for ``unilab play/eval --onnx``: the env's policy
+    interface (JSON values) and where the policy came from."""
+    interface = {key: json.dumps(value) for key, value in env.policy_io().items()}
+    origin = {
+        "task": cfg.task.name,
+        "algo": cfg.algo.name,
+        "commit": str(environment.get("git_commit")),
+        "motion_file": cfg.task.motion_file or "",
+    }
+    return {**interface, **origin}
+
+
+MAIN_KEYS = (
+    "algo.num_envs",
+    "algo.max_iterations",
+    "algo.save_interval",
+    "algo.seed",
+    "algo.compile",
+    "algo.resume",
+    "task.motion_file",
+    "task.obs_noise",
+    "training.device",
+    "training.log_dir",
+    "training.no_play",
+    "training.export_onnx",
+    "training.keep_checkpoints",
+)
+
+
+def next_steps(prepared: Prepared, summary: RunSummary) -> str:
+    """What to look at after a run, and on the CPU backend what the run was: a smoke run, not a trained policy."""
+    cfg, run_dir = prepared.cfg, prepared.run_dir
+    checkpoint = summary.last_checkpoint or f"{run_dir}/model_<iteration>.pt"
+    lines = []
+    if cfg.sim.name == "mujoco":
+        lines.append(
+            f"This was a short smoke run on the CPU ({cfg.algo.num_envs} envs, {summary.completed_iterations} "
+            "iterations): it checks the whole pipeline; the policy is not expected to walk. Policies learn in "
+            "minutes on a GPU: train --sim mjwarp (docs/results.md)."
+        )
+    lines += [
+        "next:",
+        f"  tensorboard --logdir {run_dir}",
+        f"  unilab eval --checkpoint {checkpoint}",
+        f"  unilab play --checkpoint {checkpoint}",
+    ]
+    return "\n".join(lines)
+
+
+def overrides_help() -> str:
+    """``train --help``'s epilog: the override syntax and the keys most runs set, with their schema defaults."""
+    defaults = OmegaConf.structured(TrainConfig)
+    rows = [f"  {key:<28} {OmegaConf.select(defaults, key)}" for key in MAIN_KEYS]
+    return "\n".join(
+        [
+            "overrides: key=value, e.g. algo.num_envs=2048 training.no_play=true algo.actor_hidden=[256,128]",
+            "(the algo and task tuning files and the sim profile change some defaults; --cfg shows the result)",
+            "",
+            "main keys and their defaults:",
+            *rows,
+            "",
+            "every key: train --cfg",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
-    parser = argparse.ArgumentParser(prog="train", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="train",
+        usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",
+        description="Train a policy. Every setting is a key=value override of the config (Hydra syntax).",
+        epilog=overrides_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--algo", default=None, help=f"one of {', '.join(ALGOS)} (default sac)")
     parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default g1_walk_flat)")
     parser.add_argument("--sim", default=None, help="mjwarp or mujoco (default: mjwarp with CUDA, else mujoco)")
-    args, overrides = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit without training")
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    for i in range(len(arguments) - 1):  # Hydra's spelling, --cfg job, means the same
+        if arguments[i] == "--cfg" and arguments[i + 1] == "job":
+            del arguments[i + 1]
+            break
+    args, overrides = parser.parse_known_args(arguments)
     for flag in [o for o in overrides if o.startswith("-")]:
         fail(parser.prog, f"unrecognised option {flag}")
     groups = [
@@ -520,7 +600,11 @@ def main(argv: list[str] | None = None) -> None:
     if groups and clashing:
         fail(parser.prog, f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
     try:
-        prepared = prepare(compose_config(groups + overrides))
+        cfg = compose_config(groups + overrides)
+        if args.cfg:
+            print(OmegaConf.to_yaml(OmegaConf.structured(cfg)), end="")
+            return
+        prepared = prepare(cfg)
     except (OmegaConfBaseException, HydraException) as exc:
         # A value of the wrong type surfaces from Hydra as a merge error around the schema's own: name the key.
         cause = exc if isinstance(exc, OmegaConfBaseException) else exc.__cause__
@@ -532,6 +616,7 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:  # unknown name, impossible value, bad file, too little memory
         fail(parser.prog, str(exc))
     summary = train(prepared)
+    print(next_steps(prepared, summary))
     if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
         for signum in StopSignals.SIGNALS:
             signal.signal(signum, signal.SIG_IGN)

@@ -281,6 +281,24 @@ class FunctionalEnv:
         maps["action"] = self.task.action.mirror
         return maps
 
+    def policy_io(self) -> dict[str, object]:
+        """What a deployment needs to feed the policy and drive the robot, without this code: the actor's
+        observation layout (term -> [start, end) columns), the joint order, the action term and its parameters,
+        the default joint positions and the control period."""
+        layout, start = {}, 0
+        for name, width in self.obs_term_dims["policy"].items():
+            layout[name] = [start, start + width]
+            start += width
+        params = {k: v for k, v in self.task.action.params.items() if isinstance(v, int | float | str | bool)}
+        return {
+            "observation": layout,
+            "joint_names": list(self.task.robot.joint_names),
+            "action_term": self.task.action.func.__name__,
+            "action_params": params,
+            "default_joint_pos": self.ctx.default_joint_pos.tolist(),
+            "control_dt": self.ctx.dt,
+        }
+
     def spec(self) -> EnvSpec:
         """What a learner may rely on: shapes, mirrors, device; nothing of the env's internals."""
         return EnvSpec(

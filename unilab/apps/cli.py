@@ -54,3 +54,11 @@ def fail(prog: str, message: object) -> NoReturn:
     """A user-input error: one line naming the problem, exit status 2 (argparse's convention), no traceback."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:
+    """The arguments every rollout command takes: at least one env, a seed the counter RNG accepts."""
+    if num_envs < 1:
+        fail(prog, f"--num-envs must be >= 1, got {num_envs}")
+    if not 0 <= seed < 2**31:
+        fail(prog, f"--seed must be in [0, 2**31), got {seed}")

@@ -24,7 +24,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.cli import fail
+from unilab.apps.cli import check_rollout_args, fail
 from unilab.apps.resources import InsufficientMemoryError, check_fits
 from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
@@ -312,10 +312,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None, help="directory for eval_summary.json (default: beside)")
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.num_envs < 1:
-        fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
-    if not 0 <= args.seed < 2**31:  # the counter RNG's seed range
-        fail(parser.prog, f"--seed must be in [0, 2**31), got {args.seed}")
+    check_rollout_args(parser.prog, args.num_envs, args.seed)
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
         fail(parser.prog, f"--episode-s must be a finite number > 0, got {args.episode_s}")
     device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")

@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
-from unilab.apps.cli import fail
+from unilab.apps.cli import check_rollout_args, fail
 from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import fsync_path, write_atomic
@@ -264,10 +264,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--height", type=int, default=360)
     parser.add_argument("--still", type=Path, default=None, help="also write the middle frame to this PNG")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.num_envs < 1:
-        fail(parser.prog, f"--num-envs must be >= 1, got {args.num_envs}")
-    if not 0 <= args.seed < 2**31:  # the counter RNG's seed range
-        fail(parser.prog, f"--seed must be in [0, 2**31), got {args.seed}")
+    check_rollout_args(parser.prog, args.num_envs, args.seed)
     if not 0.0 < args.seconds < math.inf:
         fail(parser.prog, f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:

@@ -45,7 +45,7 @@ def make_stand_config(push: float = 0.5, push_every_s: tuple[float, float] = (1.
         name="g1_stand",
         scene=g1.SCENE,
         robot=g1.ROBOT,
-        sim=SimConfig(substeps=3),
+        physics=SimConfig(substeps=3),
         episode_length_s=10.0,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 0.5}),
         observations={"policy": policy, "critic": critic},

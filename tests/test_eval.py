@@ -241,3 +241,22 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
         with pytest.raises(SystemExit):
             main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "cuda"])
         assert "--device cuda but CUDA is not available on this machine" in capsys.readouterr().err
+
+
+def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(tiny_run: Path) -> None:
+    from unilab.apps.eval import PUSH_EVERY_S, suite_overrides
+
+    pushed = make_functional_env(
+        "g1_walk_flat", sim="mujoco", num_envs=2, **suite_overrides("g1_walk_flat", "push", {})
+    )
+    assert pushed.events.intervals["eval_push"].interval_s == PUSH_EVERY_S
+    nominal = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2)
+    finer = make_functional_env(
+        "g1_walk_flat", sim="mujoco", num_envs=2, **suite_overrides("g1_walk_flat", "finer_physics", {})
+    )
+    assert finer.sim.model.opt.timestep == pytest.approx(nominal.sim.model.opt.timestep / 2)
+    assert finer.ctx.dt == pytest.approx(nominal.ctx.dt)  # the same control period
+    for suite in ("push", "finer_physics"):
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--num-envs", "3", "--episode-s", "0.2", "--suite", suite])
+        data = _check_summary(tiny_run / f"eval_summary_{suite}.json", "checkpoint")
+        assert data["suite"] == suite

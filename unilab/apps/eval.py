@@ -14,6 +14,7 @@ out of the error means: a one-step omission, chosen over re-deriving terminal ph
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -30,9 +31,12 @@ from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.managers.terms import EventTerm
+from unilab.mdp import events
 from unilab.motion import MotionFileError
+from unilab.sim import load_model
 from unilab.tasks.metrics import episode_lengths
-from unilab.tasks.registry import get_task, list_tasks, make_functional_env
+from unilab.tasks.registry import get_task, list_tasks, make_functional_env, make_task
 from unilab.tasks.task import EvalMetrics
 
 SUMMARY_NAME = "eval_summary.json"
@@ -218,15 +222,20 @@ def evaluate(
     episodes_s: float | None = None,
     out: Path | None = None,
     summary_name: str = SUMMARY_NAME,
+    suite: str = "nominal",
 ) -> dict[str, Any]:
     """Score a policy on ``num_envs`` seeded first episodes and write ``summary_name`` (``eval_summary.json``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set.
+    ``suite`` adds a perturbation (``SUITES``) to those conditions.
     """
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
+    overrides = suite_overrides(task, suite, overrides)
+    if suite != "nominal":  # beside the nominal summary, not over it
+        summary_name = summary_name.replace(".json", f"_{suite}.json")
     check_memory(task, overrides, num_envs, device, record=True)
     env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
@@ -238,6 +247,7 @@ def evaluate(
         **score(env, data),
         "task": task,
         "sim": sim,
+        "suite": suite,
         "checkpoint": str(source) if checkpoint is not None else None,
         "onnx": str(source) if onnx is not None else None,
         "iteration": ckpt.get("iteration") if ckpt is not None else None,
@@ -253,6 +263,32 @@ def evaluate(
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
+
+
+# Perturbations an eval can add to the training conditions, each a change to the task config.
+SUITES = ("nominal", "push", "finer_physics")
+PUSH_SPEED = 1.0  # m/s, drawn U(-1, 1) per horizontal axis
+PUSH_EVERY_S = (2.0, 4.0)
+
+
+def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` plus the task-config changes of ``suite``:
+
+    - ``push``: shoves of up to 1 m/s per horizontal axis every 2 to 4 s, as an interval event;
+    - ``finer_physics``: half the physics step and twice the substeps (the same control period), a
+      sim-to-sim check that the policy does not lean on the training step size.
+    """
+    if suite == "nominal":
+        return overrides
+    base = make_task(task, **overrides)
+    if suite == "push":
+        shove = EventTerm(events.push_root, {"velocity_range": PUSH_SPEED}, interval_s=PUSH_EVERY_S)
+        return {**overrides, "events": {**base.events, "eval_push": shove}}
+    if suite == "finer_physics":
+        timestep = base.physics.timestep or load_model(base.scene).opt.timestep
+        finer = dataclasses.replace(base.physics, timestep=timestep / 2, substeps=base.physics.substeps * 2)
+        return {**overrides, "physics": finer}
+    raise EvalError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
 
 
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
@@ -311,6 +347,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--device", default=None, help="default: cuda for mjwarp when available, else cpu")
     parser.add_argument("--out", type=Path, default=None, help="directory for eval_summary.json (default: beside)")
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
+    parser.add_argument(
+        "--suite",
+        default="nominal",
+        choices=SUITES,
+        help="push: shoves of up to 1 m/s every 2-4 s; finer_physics: half the physics step (sim-to-sim)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
@@ -322,7 +364,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fail(parser.prog, f"--device {device!r} is not a torch device ({exc})")
     if kind == "cuda" and not torch.cuda.is_available():
         fail(parser.prog, f"--device {device} but CUDA is not available on this machine")
-    common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
+    common = dict(
+        sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s, suite=args.suite
+    )
     try:
         if args.checkpoint is not None and len(args.checkpoint) > 1:
             series = evaluate_series(args.checkpoint, out=args.out, task=args.task, **common)

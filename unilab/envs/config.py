@@ -36,7 +36,7 @@ class TaskConfig:
     name: str
     scene: Path
     robot: RobotConfig
-    sim: SimConfig
+    physics: SimConfig  # solver settings and substeps; the backend is chosen when the env is built
     episode_length_s: float
     action: ActionTerm
     observations: dict[str, dict[str, ObsTerm]]

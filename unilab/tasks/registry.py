@@ -121,8 +121,8 @@ def make_functional_env(
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     config = make_task(task, **overrides)
-    model = load_model(config.scene, config.sim)
-    backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.sim)
+    model = load_model(config.scene, config.physics)
+    backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.physics)
     return FunctionalEnv(config, backend)
 
 

@@ -86,7 +86,7 @@ def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 
         name="g1_motion_tracking",
         scene=g1.SCENE,
         robot=g1.ROBOT,
-        sim=sim,
+        physics=sim,
         episode_length_s=10.0,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 2.0}),
         observations={"policy": _actor_terms(motion, 1.0), "critic": critic},

@@ -66,7 +66,7 @@ def make_task() -> TaskConfig:
         name="g1_walk_flat",
         scene=g1.SCENE,
         robot=g1.ROBOT,
-        sim=SimConfig(substeps=3, nconmax=64, njmax=400),
+        physics=SimConfig(substeps=3, nconmax=64, njmax=400),
         episode_length_s=20.0,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 1.0}, mirror=JOINTS),
         observations={"policy": _actor_terms(1.0), "critic": critic},

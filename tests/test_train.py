@@ -408,3 +408,26 @@ def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, c
     assert "smoke run on the CPU (4 envs, 3 iterations)" in out
     assert f"tensorboard --logdir {tmp_path / 'run'}" in out
     assert f"unilab eval --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
+
+
+def test_csv_logger_writes_the_same_scalars_as_files(tmp_path: Path) -> None:
+    run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=12", "training.logger=csv")))
+    scalars = tmp_path / "run" / "scalars"
+    rows = (scalars / "loss" / "loss_critic.csv").read_text().splitlines()
+    assert [int(row.split(",")[0]) for row in rows] == [5 * 4, 10 * 4, 12 * 4]  # env steps at each log point
+    assert (scalars / "health" / "diverged_envs.csv").is_file()
+    assert not list((tmp_path / "run").glob("events.out.tfevents.*"))
+
+
+def test_a_logger_that_cannot_run_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    import importlib.util
+
+    bad = ["training.logger=slack"]
+    if importlib.util.find_spec("wandb") is None:
+        bad.append("training.logger=wandb")
+    for override in bad:
+        with pytest.raises(SystemExit):
+            main(tiny(tmp_path, "mujoco", override))
+        err = capsys.readouterr().err
+        assert "training.logger" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()

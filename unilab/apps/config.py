@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from torchrl_ext.config import AlgoConfig
+from unilab.apps.loggers import check_logger
 
 
 @dataclass
@@ -39,6 +40,7 @@ class TrainingConfig:
     export_onnx: bool = True
     progress: bool = True
     keep_checkpoints: int = 5  # the newest model_<it>.pt files kept; 0 keeps all
+    logger: str = "tensorboard"  # or csv, wandb (unilab.apps.loggers)
 
 
 @dataclass
@@ -74,6 +76,7 @@ def validate(cfg: TrainConfig) -> None:
         if isinstance(value, str):  # an empty path or name would resolve to something nobody asked for
             _check(bool(value.strip()), key, "a non-empty string", value)
     a, t = cfg.algo, cfg.training
+    check_logger(t.logger)
     at_least = {
         "num_envs": 1,
         "batch_size": 1,

@@ -30,7 +30,6 @@ from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
-from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from torchrl_ext.export import export_policy_onnx
@@ -45,6 +44,7 @@ from unilab.apps.checkpoint import (
 )
 from unilab.apps.cli import fail
 from unilab.apps.config import TaskSelection, TrainConfig, validate
+from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import play
 from unilab.apps.resources import check_fits, replay_row_bytes
@@ -349,7 +349,7 @@ def _train(prepared: Prepared) -> RunSummary:
     config_dict = dataclasses.asdict(cfg)
     environment = environment_info(CONFIG_DIR.parent)
     write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
-    writer = SummaryWriter(str(run_dir))
+    logger = RunLogger(cfg.training.logger, run_dir)
     meter = TailRateMeter(window=20)
     start_utc = datetime.now(UTC).isoformat()
     started = time.perf_counter()
@@ -422,8 +422,7 @@ def _train(prepared: Prepared) -> RunSummary:
         if rate is not None:
             scalars["perf/tail_env_steps_per_sec"] = rate
             bar.set_postfix(steps_per_s=f"{rate:,.0f}")
-        for key, value in scalars.items():
-            writer.add_scalar(key, value, point.iteration * cfg.algo.num_envs)
+        logger.log_scalars(scalars, point.iteration * cfg.algo.num_envs)
         summary("running", point).write(run_dir)
 
     def log_ready(wait: bool) -> None:
@@ -480,7 +479,7 @@ def _train(prepared: Prepared) -> RunSummary:
             except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
                 stopping = f"{type(exc).__name__}: {exc}"
                 status, error = "failed", stopping if error is None else f"{error}; then, while stopping: {stopping}"
-            writer.close()
+            logger.close()
             result = summary(status)
             result.write(run_dir)
         if cfg.training.export_onnx:

@@ -9,32 +9,22 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.test_train import TINY
 from unilab.apps.train import compose_config, run
 
-TINY = [
-    "algo.num_envs=4",
-    "algo.batch_size=64",
-    "algo.replay_buffer_n=64",
-    "algo.updates_per_step=2",
-    "algo.policy_frequency=2",
-    "algo.learning_starts=2",
-    "algo.actor_hidden=[32,32]",
-    "algo.critic_hidden=[32,32]",
-    "algo.num_atoms=21",
+# The shared tiny sizes, with a checkpoint every 6 iterations and a log point every 3.
+SIZES = [
+    *TINY,
     "algo.max_iterations=12",
     "algo.save_interval=6",
     "training.log_interval=3",
-    "training.progress=false",
-    "training.no_play=true",
     "training.export_onnx=false",
 ]
-
-
 SMALL_FLASHSAC = ("algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1")
 
 
 def train(directory: Path, *overrides: str) -> Path:
-    run(compose_config([*TINY, f"training.log_dir={directory}", *overrides]))
+    run(compose_config([*SIZES, f"training.log_dir={directory}", *overrides]))
     return directory
 
 

@@ -154,7 +154,7 @@ def onnx_policy(path: Path, device: torch.device):
     return policy
 
 
-def _onnx_run_config(path: Path) -> dict | None:
+def _onnx_origin(path: Path) -> dict | None:
     """The task an exported policy was trained on, from the metadata ``train`` writes into ``policy.onnx``."""
     from torchrl_ext.export import read_metadata
 
@@ -183,7 +183,7 @@ def policy_source(
     if (checkpoint is None) == (onnx is None):
         raise EvalError("give exactly one of a checkpoint or an onnx policy")
     ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
-    config = ckpt["config"] if ckpt is not None else _onnx_run_config(Path(onnx))
+    config = ckpt["config"] if ckpt is not None else _onnx_origin(Path(onnx))
     saved_task: dict[str, Any] = (config or {}).get("task", {})
     task = task or saved_task.get("name")
     if task is None:

@@ -27,6 +27,11 @@ def _fields(state: SimState) -> list[torch.Tensor]:
     return [state[name] for name in STATE_FIELDS]
 
 
+def _state(*fields: torch.Tensor) -> SimState:
+    """The inverse of ``_fields``: the op's positional tensors back into a named state."""
+    return dict(zip(STATE_FIELDS, fields, strict=True))
+
+
 @torch.library.custom_op("unilab::sim_step_", mutates_args=(*CARRIED, *DERIVED))
 def _sim_step(
     handle: int,
@@ -45,9 +50,8 @@ def _sim_step(
     site_xpos: torch.Tensor,
     sensordata: torch.Tensor,
 ) -> None:
-    values = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
-    values += (subtree_com, site_xpos, sensordata)
-    _BACKENDS[handle].step_(dict(zip(STATE_FIELDS, values, strict=True)), ctrl)
+    fields = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
+    _BACKENDS[handle].step_(_state(*fields, subtree_com, site_xpos, sensordata), ctrl)
 
 
 @_sim_step.register_fake
@@ -75,9 +79,8 @@ def _sim_reset(
     site_xpos: torch.Tensor,
     sensordata: torch.Tensor,
 ) -> None:
-    values = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
-    values += (subtree_com, site_xpos, sensordata)
-    _BACKENDS[handle].reset_(dict(zip(STATE_FIELDS, values, strict=True)), mask, new_qpos, new_qvel)
+    fields = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
+    _BACKENDS[handle].reset_(_state(*fields, subtree_com, site_xpos, sensordata), mask, new_qpos, new_qvel)
 
 
 @_sim_reset.register_fake

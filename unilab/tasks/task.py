@@ -42,3 +42,8 @@ class Task:
     make_config: Callable[..., TaskConfig]
     tuning: Mapping[str, Path] = field(default_factory=dict)
     metrics: EvalMetrics | None = None
+
+
+def tuning_files(package_dir: Path) -> dict[str, Path]:
+    """A task package's ``tuning/<algo>.yaml`` files, by algorithm name."""
+    return {path.stem: path for path in sorted((package_dir / "tuning").glob("*.yaml"))}

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from unilab.tasks.g1_walk_flat.config import make_task
 from unilab.tasks.g1_walk_flat.metrics import METRICS
-from unilab.tasks.task import Task
+from unilab.tasks.task import Task, tuning_files
 
 TASK = Task(
     "g1_walk_flat",
     make_task,
-    tuning={path.stem: path for path in sorted((Path(__file__).parent / "tuning").glob("*.yaml"))},
+    tuning=tuning_files(Path(__file__).parent),
     metrics=METRICS,
 )

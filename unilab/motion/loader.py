@@ -12,6 +12,10 @@ The two are told apart by width: ``joint_pos`` with 7 more columns than joints h
 The root columns of format B are validated but not used: the pelvis pose in the body arrays is
 the same quantity, and reading every body from one place keeps both formats on one path.
 
+Several files form a motion library: their clips are concatenated along time, each at its own offset, so that a
+reference lookup stays one gather at a fixed shape. Size checks apply to each clip and to the library as a whole,
+from the array headers alone, before any clip is decompressed.
+
 Every clip is brought to the control rate (50 Hz) so that a policy indexes frames by step.
 Positions and velocities are interpolated linearly; orientations by sign-aligned nlerp, which for
 the small rotation between two neighbouring frames is indistinguishable from slerp. Linear
@@ -32,6 +36,7 @@ import numpy as np
 import torch
 
 from unilab.core.math import quat_nlerp, quat_normalize
+from unilab.motion.files import MotionFileError, MotionSpec, motion_files
 
 CONTROL_FPS = 50
 """Frame rate of every loaded clip: one frame per policy step."""
@@ -46,6 +51,12 @@ MAX_FRAMES = 3600 * CONTROL_FPS
 """Frames per clip, in the file and after resampling: an hour at the control rate. Checked from the array headers
 and the frame rate before anything is decompressed or resampled, so a mislabelled rate cannot allocate gigabytes."""
 
+MAX_TOTAL_FRAMES = 24 * 3600 * CONTROL_FPS
+"""Frames of a whole library at the control rate: a day of motion, about 7.4 GiB of float32 tensors for the G1 (every
+frame of every clip lives on the device). Checked with the memory it would take before any clip is decompressed."""
+
+FLOAT_BYTES = 4
+
 JOINT_LIMIT_MARGIN = 0.5
 """How far (rad, or m for slides) a clip may take a limited joint past the model's range: retargeting overshoots a
 little; a clip in degrees, or scaled, goes far past it."""
@@ -59,10 +70,6 @@ _BODY_WIDTHS = {"body_pos_w": 3, "body_quat_w": 4, "body_lin_vel_w": 3, "body_an
 _REQUIRED_KEYS = ("fps", "joint_pos", "joint_vel", *_BODY_WIDTHS)
 _NAME_KEYS = ("joint_names", "body_names")
 _WORLD_BODY = 0
-
-
-class MotionFileError(ValueError):
-    """A motion file that cannot be turned into a clip for this robot; the message says which file and why."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,8 @@ class MotionClips:
 
 @dataclass(frozen=True)
 class _Clip:
-    """One file's motion in the robot's order, as float64 numpy arrays, before it goes to the device."""
+    """One file's motion in the robot's order, before it goes to the device: float64 numpy arrays while it is checked
+    and resampled, float32 once it is done."""
 
     joint_pos: np.ndarray
     joint_vel: np.ndarray
@@ -183,22 +191,37 @@ def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarr
         raise _fail(path, f"key '{key}' cannot be read without pickle ({err})") from err
 
 
-def _read_used(path: Path, archive: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
-    """The arrays a clip is built from, and only those, once their sizes are known to be sane."""
+def _planned_frames(path: Path, archive: np.lib.npyio.NpzFile) -> int:
+    """Frames the clip will have at the control rate, from its frame rate and the ``joint_pos`` header alone;
+    refuses a clip over the per-clip budget. 0 when the header has no frame axis (the shape check says why later)."""
     present = set(archive.files)
     missing = [key for key in _REQUIRED_KEYS if key not in present]
     if missing:
         raise _fail(path, f"missing key(s) {', '.join(repr(k) for k in missing)}; found {sorted(present)}")
     fps = _read_fps(path, _read_array(path, archive, "fps"))
     frames = _header_shape(path, archive, "joint_pos")[:1]
-    if frames:
-        _check_frame_budget(path, frames[0], fps)
-    used = [key for key in (*_REQUIRED_KEYS, *_NAME_KEYS) if key in present]
+    if not frames:
+        return 0
+    _check_frame_budget(path, frames[0], fps)
+    return _resampled_frames(frames[0], fps)
+
+
+def _read_used(path: Path, archive: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
+    """The arrays a clip is built from, and only those, once their sizes are known to be sane."""
+    _planned_frames(path, archive)
+    used = [key for key in (*_REQUIRED_KEYS, *_NAME_KEYS) if key in archive.files]
     return {key: _read_array(path, archive, key) for key in used}
 
 
+def _resampled_frames(frames: int, fps: float) -> int:
+    """Frames at the control rate over the same duration, never past the last source frame (``_resample``'s count)."""
+    if abs(fps - CONTROL_FPS) < 1e-9:
+        return frames
+    return int(np.floor((frames - 1) / fps * CONTROL_FPS + 1e-6)) + 1
+
+
 def _check_frame_budget(path: Path, frames: int, fps: float) -> None:
-    resampled = int((frames - 1) / fps * CONTROL_FPS) + 1
+    resampled = _resampled_frames(frames, fps)
     if max(frames, resampled) > MAX_FRAMES:
         raise _fail(
             path,
@@ -379,7 +402,7 @@ def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
     if abs(fps - CONTROL_FPS) < 1e-9:
         return clip
     duration = (clip.num_frames - 1) / fps
-    num_out = int(np.floor(duration * CONTROL_FPS + 1e-6)) + 1
+    num_out = _resampled_frames(clip.num_frames, fps)
     if num_out < 2:
         raise _fail(path, f"clip lasts {duration:.4g} s, shorter than one control step (1/{CONTROL_FPS} s)")
     source = np.minimum(np.arange(num_out) * (fps / CONTROL_FPS), clip.num_frames - 1)
@@ -403,7 +426,8 @@ def _resample(path: Path, clip: _Clip, fps: float) -> _Clip:
 
 
 def _load_clip(path: Path, robot: _RobotLayout) -> _Clip:
-    """Validate one file and return its motion in the robot's order at the control rate."""
+    """Validate one file and return its motion in the robot's order at the control rate, as float32: the library
+    is assembled from these, so the float64 working copies live one clip at a time."""
     with _open_npz(path) as archive:
         data = _read_used(path, archive)
     fps = _read_fps(path, data["fps"])
@@ -416,33 +440,50 @@ def _load_clip(path: Path, robot: _RobotLayout) -> _Clip:
     joint_pos, joint_vel = _select_joints(path, data, robot, joint_names, has_root)
     clip = _Clip(joint_pos=joint_pos, joint_vel=joint_vel, **_select_bodies(path, data, robot, body_names))
     _check_plausible(path, clip, robot, body_names)
-    return _resample(path, clip, fps)
+    resampled = _resample(path, clip, fps)
+    return _Clip(**{f.name: getattr(resampled, f.name).astype(np.float32) for f in fields(_Clip)})
 
 
-def _as_paths(paths: str | Path | Sequence[str | Path]) -> list[Path]:
-    if isinstance(paths, (str, Path)):
-        return [Path(paths)]
-    result = [Path(p) for p in paths]
-    if not result:
-        raise ValueError("load_motions needs at least one motion file")
-    return result
+def _library_bytes(frames: int, robot: _RobotLayout) -> int:
+    """Device memory of ``frames`` frames of motion for ``robot``: joint positions and velocities, and each body's
+    pose and velocities, as float32."""
+    per_frame = 2 * len(robot.joint_names) + len(robot.body_names) * sum(_BODY_WIDTHS.values())
+    return FLOAT_BYTES * per_frame * frames
+
+
+def _check_library_budget(files: Sequence[Path], robot: _RobotLayout) -> None:
+    """Refuse a library too large to hold, from every file's header before any clip is decompressed (each clip's
+    own budget is checked on the way)."""
+    planned = []
+    for path in files:
+        with _open_npz(path) as archive:
+            planned.append(_planned_frames(path, archive))
+    total = sum(planned)
+    if total > MAX_TOTAL_FRAMES:
+        largest = sorted(zip(planned, files, strict=True), reverse=True)[:3]
+        raise MotionFileError(
+            f"{len(files)} motion files hold {total} frames at {CONTROL_FPS} Hz, about "
+            f"{_library_bytes(total, robot) / 2**30:.1f} GiB of float32 tensors; a library may hold at most "
+            f"{MAX_TOTAL_FRAMES} frames ({MAX_TOTAL_FRAMES / CONTROL_FPS / 3600:g} h). Largest: "
+            + ", ".join(f"{path.name} ({count} frames)" for count, path in largest)
+        )
 
 
 def _to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).to(device)
 
 
-def load_motions(
-    paths: str | Path | Sequence[str | Path], model: mujoco.MjModel, device: str | torch.device = "cpu"
-) -> MotionClips:
-    """Read motion files for ``model`` into one 50 Hz stream on ``device``, clips in the order given.
+def load_motions(spec: MotionSpec, model: mujoco.MjModel, device: str | torch.device = "cpu") -> MotionClips:
+    """Read a motion file, a directory of them or a list of either (``motion_files``) for ``model`` into one 50 Hz
+    stream on ``device``, clips in library order.
 
     Raises ``MotionFileError`` (a ``ValueError``) naming the file and the offending key or name
-    when a file does not describe a motion of this robot.
+    when a file does not describe a motion of this robot, or when the library is too large.
     """
     device = torch.device(device)
     robot = _RobotLayout.from_model(model)
-    files = _as_paths(paths)
+    files = motion_files(spec)
+    _check_library_budget(files, robot)
     clips = [_load_clip(path, robot) for path in files]
     lengths = np.array([clip.num_frames for clip in clips], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)

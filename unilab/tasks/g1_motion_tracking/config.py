@@ -9,8 +9,6 @@ Critic observation (289): the same without noise, then the 14 tracked bodies' po
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
 from unilab.envs.config import TaskConfig
@@ -24,7 +22,7 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.mdp import actions, observations, rewards, terminations
-from unilab.motion import DEFAULT_MOTION, load_motions
+from unilab.motion import DEFAULT_MOTION, MotionSpec, load_motions
 from unilab.robots import g1
 from unilab.sim import SimConfig
 from unilab.tasks.g1_motion_tracking import terms as tracking
@@ -41,6 +39,8 @@ JOINT_NOISE = 0.1
 FAILURE = {"anchor_z": 0.5, "gravity": 0.8, "end_effector_z": 0.5}
 UNIFORM_RATIO = 0.1
 EMA_ALPHA = 0.001
+EPISODE_LENGTH_S = 10.0
+STARTS = ("adaptive", "first_frame")
 
 
 def _actor_terms(motion, noise_scale: float) -> dict[str, ObsTerm]:
@@ -57,16 +57,27 @@ def _actor_terms(motion, noise_scale: float) -> dict[str, ObsTerm]:
     }
 
 
-def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 1.0) -> TaskConfig:
-    """The tracking task on ``motion_file`` (default: the shipped clip).
+def make_task(
+    motion_file: MotionSpec | None = None, reset_noise_scale: float = 1.0, start: str = "adaptive"
+) -> TaskConfig:
+    """The tracking task on ``motion_file``: a clip, a directory of clips or a list of either (default: the shipped
+    clip).
 
     ``reset_noise_scale`` multiplies the reset perturbations (0 starts every env exactly on its
     reference frame, which tests use to check that perfect tracking earns the maximum reward).
+    ``start`` says where episodes begin: ``adaptive`` (training) samples start frames by failure rate over every
+    clip's seconds; ``first_frame`` starts env ``i`` at the first frame of clip ``i mod clips``, with episodes
+    long enough for the longest clip, so that surviving an episode means reaching the end of the clip.
     """
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
     sim = SimConfig(substeps=3, nconmax=64, njmax=400)
-    motion = load_motions(motion_file or DEFAULT_MOTION, g1.load_model(sim))
+    motion = load_motions(DEFAULT_MOTION if motion_file is None else motion_file, g1.load_model(sim))
     num_joints = motion.joint_pos.shape[1]
-    bins = motion.num_frames // motion.fps + 1
+    bins = tracking.clip_bins(motion)
+    episode_length_s = EPISODE_LENGTH_S
+    if start == "first_frame":
+        episode_length_s = float(motion.clip_lengths.max() - 1) / motion.fps
     half = torch.tensor(ROOT_NOISE + (JOINT_NOISE,) * num_joints) * reset_noise_scale
     low = torch.cat((torch.zeros(2), -half))
     high = torch.cat((torch.ones(2), half))
@@ -87,7 +98,7 @@ def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 
         scene=g1.SCENE,
         robot=g1.ROBOT,
         physics=sim,
-        episode_length_s=10.0,
+        episode_length_s=episode_length_s,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 2.0}),
         observations={"policy": _actor_terms(motion, 1.0), "critic": critic},
         rewards={
@@ -127,14 +138,22 @@ def make_task(motion_file: str | Path | None = None, reset_noise_scale: float = 
         events={
             "reset_to_reference": EventTerm(
                 tracking.reset_to_reference,
-                {"motion": motion, "low": low, "high": high, "uniform_ratio": UNIFORM_RATIO},
+                {
+                    "motion": motion,
+                    "bins_per_clip": bins,
+                    "low": low,
+                    "high": high,
+                    "uniform_ratio": UNIFORM_RATIO,
+                    "first_frame": start == "first_frame",
+                },
+                state={tracking.CLIP_KEY: ((), 0.0)},
             ),
         },
         curricula={
             "adaptive_sampling": CurriculumTerm(
                 tracking.failure_ema,
-                state={tracking.FAIL_EMA_KEY: torch.zeros(bins)},
-                params={**anchor_ref, "alpha": EMA_ALPHA, "end_effectors": ee, **FAILURE},
+                state={tracking.FAIL_EMA_KEY: torch.zeros(int(bins.sum()))},
+                params={**anchor_ref, "bins_per_clip": bins, "alpha": EMA_ALPHA, "end_effectors": ee, **FAILURE},
             )
         },
     )

@@ -1,10 +1,13 @@
 """Motion-tracking terms: a per-env pointer into a reference stream, and the
 observations, rewards, terminations, reset and adaptive sampling that read it.
 
-The pointer is the command ``("env", "motion")`` = (frame, last frame of its clip), both as
-floats so it lives beside the other commands. Following BeyondMimic/mjlab, the pointer is
-advanced before physics, so obs and reward of a step compare the robot with the same frame.
-Everything is fixed-shape tensor arithmetic: no host syncs, no data-dependent control flow.
+The stream is a motion library: its clips concatenated along time, clip ``c`` at offset
+``clip_starts[c]``. The pointer is the command ``("env", "motion")`` = (frame, last frame of its
+clip), both stream indices (clip offset + frame within the clip), so every reference lookup is
+one gather; the clip an env plays is ``("env", "motion_clip")``, set with the pointer at reset.
+Both are floats so they live beside the other per-env entries. Following BeyondMimic/mjlab, the
+pointer is advanced before physics, so obs and reward of a step compare the robot with the same
+frame. Everything is fixed-shape tensor arithmetic: no host syncs, no data-dependent control flow.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from unilab.motion import MotionClips
 
 ROOT_BODY = 1  # pelvis: the free-joint body, whose pose and velocity are the reference's root
 COMMAND = "motion"
+CLIP_KEY = "motion_clip"
 FAIL_EMA_KEY = "motion_fail_ema"
 
 
@@ -37,7 +41,13 @@ FAIL_EMA_KEY = "motion_fail_ema"
 
 
 def frame_index(state: TensorDict) -> torch.Tensor:
+    """Each env's reference frame as a stream index: its clip's offset plus the frame within the clip."""
     return state["env", COMMAND][:, 0].long()
+
+
+def clip_index(state: TensorDict) -> torch.Tensor:
+    """The clip each env's episode plays."""
+    return state["env", CLIP_KEY].long()
 
 
 def robot_body_lin_vel_w(state: TensorDict) -> torch.Tensor:
@@ -229,21 +239,58 @@ def tracking_failed(
 # -- adaptive start-frame sampling ----------------------------------------------------------------
 
 
-def sample_frames(fail_ema: torch.Tensor, u: torch.Tensor, num_frames: int, uniform_ratio: float) -> torch.Tensor:
-    """Start frames drawn bin by bin with p ∝ EMA_fail + ratio / bins (inverse CDF, no multinomial).
+def clip_bins(motion: MotionClips) -> torch.Tensor:
+    """Sampling bins per clip, about one per second of clip: clip ``c`` owns the ``c``-th run of consecutive bins of
+    the failure EMA, so one vector weighs clips against each other and seconds within a clip alike."""
+    return motion.clip_lengths // motion.fps + 1
 
-    ``u`` holds two U(0, 1) columns: one picks the bin, the other the frame inside it.
+
+def sample_frames(
+    fail_ema: torch.Tensor,
+    u: torch.Tensor,
+    num_frames: int | torch.Tensor,
+    uniform_ratio: float,
+    bins_per_clip: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Start frames (stream indices) drawn bin by bin with p ∝ EMA_fail + ratio / bins (inverse CDF, no multinomial).
+
+    ``num_frames`` holds each clip's length and ``bins_per_clip`` how many of the EMA's bins each clip owns, in
+    library order (``clip_bins``); a single length with no ``bins_per_clip`` is one clip owning every bin. A bin
+    covers an equal share of its clip. ``u`` holds two U(0, 1) columns: one picks the bin, the other the frame
+    inside it.
     """
     bins = fail_ema.shape[0]
     p = fail_ema + uniform_ratio / bins
     cdf = torch.cumsum(p, 0) / p.sum()
     b = torch.searchsorted(cdf, u[:, 0].contiguous(), right=True).clamp(max=bins - 1)
-    frame = torch.floor((b.float() + u[:, 1]) / bins * (num_frames - 1)).long()
-    return frame.clamp(0, num_frames - 1)
+    lengths = torch.as_tensor(num_frames, device=fail_ema.device).reshape(-1)
+    owned = torch.full_like(lengths, bins) if bins_per_clip is None else bins_per_clip
+    bin_ends = torch.cumsum(owned, 0)
+    clip = torch.searchsorted(bin_ends, b, right=True)
+    length = lengths[clip]
+    frame = torch.floor(((b - bin_ends[clip] + owned[clip]).float() + u[:, 1]) / owned[clip] * (length - 1)).long()
+    return (torch.cumsum(lengths, 0) - lengths)[clip] + torch.minimum(frame.clamp(min=0), length - 1)
+
+
+def start_bin(
+    motion: MotionClips, bins_per_clip: torch.Tensor, clip: torch.Tensor, frame: torch.Tensor
+) -> torch.Tensor:
+    """The EMA bin a failure at stream frame ``frame`` of clip ``clip`` counts in: the clip's bins split its
+    frames evenly. (``sample_frames`` spreads a bin over one frame fewer, so a bin's first frame may count in the
+    bin before it; kept so that one clip keeps the results it always had.)"""
+    owned = bins_per_clip[clip]
+    first = torch.cumsum(bins_per_clip, 0)[clip] - owned
+    within = (frame - motion.clip_starts[clip]) * owned // motion.clip_lengths[clip]
+    return first + torch.minimum(within.clamp(min=0), owned - 1)
+
+
+def clip_of(motion: MotionClips, frame: torch.Tensor) -> torch.Tensor:
+    """The clip that stream frame ``frame`` belongs to."""
+    return torch.searchsorted(motion.clip_starts, frame, right=True) - 1
 
 
 def clip_last_frame(motion: MotionClips, frame: torch.Tensor) -> torch.Tensor:
-    clip = torch.searchsorted(motion.clip_starts, frame, right=True) - 1
+    clip = clip_of(motion, frame)
     return motion.clip_starts[clip] + motion.clip_lengths[clip] - 1
 
 
@@ -267,21 +314,33 @@ def reset_to_reference(
     mask: torch.Tensor,
     rng: torch.Tensor,
     motion: MotionClips,
+    bins_per_clip: torch.Tensor,
     low: torch.Tensor,
     high: torch.Tensor,
     uniform_ratio: float,
+    first_frame: bool,
 ) -> dict:
-    """Sample a start frame per env adaptively, then place the robot on that frame, perturbed.
+    """Pick a start frame per env, then place the robot on that frame, perturbed.
 
-    One draw of 2 + 41 columns: (bin, offset) in [0, 1), then the perturbations in [low, high].
+    The frame is sampled adaptively over every clip's bins, or with ``first_frame`` is the first frame of clip
+    ``env index mod clips`` (how eval measures whole clips: each clip gets an equal share of the envs). One draw
+    of 2 + 41 columns either way: (bin, offset) in [0, 1), then the perturbations in [low, high].
     """
     u = uniform(rng, 0, (ctx.num_envs, low.shape[0]), low, high)
-    frame = sample_frames(state["task", FAIL_EMA_KEY], u[:, :2], motion.num_frames, uniform_ratio)
+    if first_frame:
+        frame = motion.clip_starts[torch.arange(ctx.num_envs, device=u.device) % motion.num_clips]
+    else:
+        frame = sample_frames(state["task", FAIL_EMA_KEY], u[:, :2], motion.clip_lengths, uniform_ratio, bins_per_clip)
     ref = reference_root_state(motion, frame, u[:, 2:])
     qpos = ref["qpos"]
     qpos = torch.cat((qpos[:, :7], torch.maximum(torch.minimum(qpos[:, 7:], ctx.joint_upper), ctx.joint_lower)), -1)
     pointer = torch.stack((frame, clip_last_frame(motion, frame)), dim=-1).float()
-    return {("sim", "qpos"): qpos, ("sim", "qvel"): ref["qvel"], ("env", COMMAND): pointer}
+    return {
+        ("sim", "qpos"): qpos,
+        ("sim", "qvel"): ref["qvel"],
+        ("env", COMMAND): pointer,
+        ("env", CLIP_KEY): clip_of(motion, frame).float(),
+    }
 
 
 def failure_ema(
@@ -289,6 +348,7 @@ def failure_ema(
     ctx: EnvContext,
     done: torch.Tensor,
     motion: MotionClips,
+    bins_per_clip: torch.Tensor,
     alpha: float,
     anchor: int,
     end_effectors: torch.Tensor,
@@ -296,15 +356,14 @@ def failure_ema(
     gravity: float,
     end_effector_z: float,
 ) -> dict:
-    """Per-bin EMA of failures, updated on steps where some env failed.
+    """Per clip-bin EMA of failures, updated on steps where some env failed.
 
     ``done`` also holds time-outs and clip ends, which must not count, so the failures are
     recomputed from the same pure termination functions on the same (not yet reset) state.
     """
     failed = tracking_failed(state, ctx, motion, anchor, end_effectors, anchor_z, gravity, end_effector_z).float()
     ema = state["task", FAIL_EMA_KEY]
-    bins = ema.shape[0]
-    b = (frame_index(state) * bins // motion.num_frames).clamp(0, bins - 1)
+    b = start_bin(motion, bins_per_clip, clip_index(state), frame_index(state))
     counts = torch.zeros_like(ema).index_add(0, b, failed)
     new = alpha * counts + (1.0 - alpha) * ema
     return {("task", FAIL_EMA_KEY): torch.where(failed.sum() > 0, new, ema)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -15,6 +16,7 @@ from unilab.envs.functional import FunctionalEnv
 Readings = Callable[[FunctionalEnv, TensorDict], dict[str, torch.Tensor]]
 Score = Callable[..., dict[str, float]]
 Threshold = tuple[str, float]  # (">=" or "<=", bound)
+Groups = Callable[[FunctionalEnv, TensorDict], Mapping[str, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,19 @@ class EvalMetrics:
     turns their (T, N, ...) stacks into named figures, given also ``active`` (T, N), ``failed`` (N,), the
     first episodes' ``episode_length`` (N,) and ``dt``. ``thresholds`` name the figures a working policy
     must reach, as ``metric: (">=" | "<=", bound)``.
+
+    ``starts`` names the ways eval starts episodes, each as the task arguments (``make_config`` keywords) that set
+    it up; eval scores a rollout per start, and the first is the primary one: the thresholds are judged on it and
+    its figures head the summary. Without ``starts`` episodes start as the env's own reset has them, scored once.
+    ``groups`` split the envs by how their first episode started: ``groups[name](env, state)`` on the post-reset
+    state gives ``{group: (N,) bool mask}``, and eval scores each group's envs alone, under ``name``.
     """
 
     readings: Readings
     score: Score
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
+    starts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    groups: Mapping[str, Groups] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

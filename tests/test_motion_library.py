@@ -155,7 +155,7 @@ def test_failures_draw_starts_to_their_clip_and_bin() -> None:
     frames = tracking.sample_frames(ema, _draws(), LENGTHS, 0.0, BINS)
     clip = tracking.clip_of(motion, frames)
     assert (clip == 1).all()
-    bins = tracking.start_bin(motion, BINS, clip, frames)
+    bins = tracking.frame_bin(motion, BINS, clip, frames)
     assert ((bins == 10) | (bins == 9)).all() and (bins == 10).float().mean() > 0.95  # 9: the bin's first frame
     ema[14] = 1.0  # clip 2's only bin fails as often: half the starts go there
     frames = tracking.sample_frames(ema, _draws(), LENGTHS, 0.0, BINS)
@@ -175,7 +175,7 @@ def test_a_single_clip_samples_the_start_frames_it_always_did() -> None:
 
 
 def _fake_motion() -> SimpleNamespace:
-    """Just the clip layout ``clip_of`` and ``start_bin`` read."""
+    """Just the clip layout ``clip_of`` and ``frame_bin`` read."""
     return SimpleNamespace(clip_starts=STARTS, clip_lengths=LENGTHS)
 
 

@@ -272,7 +272,7 @@ def sample_frames(
     return (torch.cumsum(lengths, 0) - lengths)[clip] + torch.minimum(frame.clamp(min=0), length - 1)
 
 
-def start_bin(
+def frame_bin(
     motion: MotionClips, bins_per_clip: torch.Tensor, clip: torch.Tensor, frame: torch.Tensor
 ) -> torch.Tensor:
     """The EMA bin a failure at stream frame ``frame`` of clip ``clip`` counts in: the clip's bins split its
@@ -363,7 +363,7 @@ def failure_ema(
     """
     failed = tracking_failed(state, ctx, motion, anchor, end_effectors, anchor_z, gravity, end_effector_z).float()
     ema = state["task", FAIL_EMA_KEY]
-    b = start_bin(motion, bins_per_clip, clip_index(state), frame_index(state))
+    b = frame_bin(motion, bins_per_clip, clip_index(state), frame_index(state))
     counts = torch.zeros_like(ema).index_add(0, b, failed)
     new = alpha * counts + (1.0 - alpha) * ema
     return {("task", FAIL_EMA_KEY): torch.where(failed.sum() > 0, new, ema)}

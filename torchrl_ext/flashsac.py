@@ -28,6 +28,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import Tensor, nn
 from torch.func import functional_call
 
+from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.sac import SoftActorCriticLoss, Transition, flatten_batch, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
@@ -267,18 +268,22 @@ class RewardNormalizer(nn.Module):
         self.register_buffer("g_max", torch.zeros(()))
 
     @torch.no_grad()
-    def update(self, reward: Tensor, done: Tensor) -> None:
+    def update(self, reward: Tensor, done: Tensor, world: World = ALONE) -> None:
+        """Fold in one step of every env; with several ranks, of every rank's envs (each rank keeps its own
+        per-env returns), so all ranks keep the same statistics."""
         reward = reward.reshape(-1).to(self.running_return.dtype)
         keep = 1.0 - done.reshape(-1).to(self.running_return.dtype)
         returns = self.running_return.mul_(self.gamma).add_(reward)
-        batch_var, batch_mean = torch.var_mean(returns, correction=0)
-        total = self.count + returns.shape[0]
-        new_share = returns.shape[0] / total
+        count, batch_mean, batch_var = world.moments(returns, self.mean)
+        total = self.count + count
+        new_share = count / total
         delta = batch_mean - self.mean
         self.mean.add_(delta * new_share)
         self.var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)
         self.count.copy_(total)
-        torch.maximum(self.g_max, returns.abs().max(), out=self.g_max)
+        batch_max = returns.abs().max()
+        world.maximum_(batch_max)
+        torch.maximum(self.g_max, batch_max, out=self.g_max)
         self.running_return.mul_(keep)
 
     def scale(self) -> Tensor:

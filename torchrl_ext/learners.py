@@ -15,6 +15,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from torchrl_ext.config import AlgoConfig
+from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.flashsac import (
     FlashActor,
     FlashCritic,
@@ -26,7 +27,7 @@ from torchrl_ext.flashsac import (
 )
 from torchrl_ext.networks import Actor, EnsembleCritic
 from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
-from torchrl_ext.seeding import derive_seed, seeded
+from torchrl_ext.seeding import derive_seed, rank_seed, seeded
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
 
@@ -46,8 +47,9 @@ class Learner:
     loss: nn.Module
     minibatch: int
 
-    def __init__(self, cfg: AlgoConfig, spec: EnvSpec) -> None:
+    def __init__(self, cfg: AlgoConfig, spec: EnvSpec, world: World) -> None:
         self.cfg = cfg
+        self.world = world
         self.device = device = spec.device
         self.action_dim = spec.action_dim
         self.acting: nn.Module | None = None  # the actor ``explore`` runs; set by ``_set_acting``
@@ -57,7 +59,7 @@ class Learner:
         # the whole update is then recorded as one CUDA graph, so fewer kernels is what buys time.
         self.compile = cfg.compile and device.type == "cuda"
         # Counter-based, advanced in place: the captured env step replays it like any other tensor op.
-        self._explore_rng = rnglib.make_rng(derive_seed(cfg.seed, "explore"), device)
+        self._explore_rng = rnglib.make_rng(rank_seed(cfg.seed, "explore", world.rank), device)
 
     def explore(self, obs: TensorDict) -> torch.Tensor:
         raise NotImplementedError
@@ -91,10 +93,22 @@ class Learner:
     def after_step(self) -> None:
         """Hook after every optimiser step of the critic (weight projection, LR schedules)."""
 
+    def _per_env_state(self) -> list[torch.Tensor]:
+        """Tensors of the loss that belong to this rank's envs, so differ between ranks by design."""
+        return []
+
+    def shared_tensors(self) -> list[torch.Tensor]:
+        """The loss's parameters and statistics less per-env state: what every rank must hold bit-identical."""
+        local = {id(t) for t in self._per_env_state()}
+        return [t for t in (*self.loss.parameters(), *self.loss.buffers()) if id(t) not in local]
+
     def _descend(self, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None) -> None:
-        """One gradient step; gradients of ``net`` are clipped when ``max_grad_norm`` is set."""
+        """One gradient step with the gradient averaged over ranks (one flat all-reduce, captured with the update
+        block on CUDA), so every rank takes the same step; gradients of ``net`` are clipped when ``max_grad_norm``
+        is set, after averaging, so the clip sees the gradient the step uses."""
         optimizer.zero_grad(set_to_none=True)
         value.backward()
+        self.world.average_gradients_(optimizer)
         if net is not None and self.cfg.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
         optimizer.step()
@@ -146,8 +160,8 @@ class Learner:
 class SACLearner(Learner):
     """FastSAC: LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
-    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, spec)
+    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
+        super().__init__(cfg, spec, world)
         obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
             actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
@@ -183,15 +197,15 @@ class SACLearner(Learner):
 
     def observe(self, data: TensorDict) -> None:
         if self.cfg.obs_normalization:
-            self.loss.update_normalizers(data)
+            self.loss.update_normalizers(data, self.world)
 
 
 class FlashSACLearner(Learner):
     """FlashSAC: residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
-    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False) -> None:
-        super().__init__(cfg, spec)
+    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
+        super().__init__(cfg, spec, world)
         if cfg.use_symmetry or cfg.obs_normalization:
             raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
         obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
@@ -223,6 +237,8 @@ class FlashSACLearner(Learner):
         self.noise = HeldNoise(spec.num_envs, act_dim, cfg.noise_max_span, cfg.noise_zipf_mu).to(self.device)
         self._done = torch.ones(spec.num_envs, dtype=torch.bool, device=self.device)
         self._set_acting(self.loss.actor, acting_copy)
+        norms = [m for m in self.loss.modules() if isinstance(m, nn.BatchNorm1d)]
+        self._batch_stats = [stat for m in norms for stat in (m.running_mean, m.running_var)]
 
     @torch.no_grad()
     def explore(self, obs: TensorDict) -> torch.Tensor:
@@ -239,12 +255,23 @@ class FlashSACLearner(Learner):
     def observe(self, data: TensorDict) -> None:
         done = data["next", "terminated"] | data["next", "truncated"]
         if self.loss.reward_normalizer is not None:
-            self.loss.reward_normalizer.update(data["next", "reward"], done)
+            self.loss.reward_normalizer.update(data["next", "reward"], done, self.world)
         self._done.copy_(done)
 
     def after_step(self) -> None:
         self.loss.project_weights_()
         self.optim.scheduler.step()
+
+    def update(self, batch: TensorDict) -> TensorDict:
+        """The update block, then the BatchNorm running statistics averaged over ranks: each rank moved them with
+        its own minibatches, and acting and the targets read them."""
+        out = super().update(batch)
+        self.world.average_(self._batch_stats, "the BatchNorm statistics all-reduce")
+        return out
+
+    def _per_env_state(self) -> list[torch.Tensor]:
+        normalizer = self.loss.reward_normalizer
+        return [] if normalizer is None else [normalizer.running_return]
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "noise": self.noise.state_dict()}

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from torchrl_ext.distributed import ALONE, World
+
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 0.0
 MEAN_LIMIT = 10.0
@@ -37,11 +39,12 @@ class RunningNorm(nn.Module):
         self.register_buffer("count", torch.zeros(()))
 
     @torch.no_grad()
-    def update(self, x: Tensor) -> None:
+    def update(self, x: Tensor, world: World = ALONE) -> None:
+        """Fold in ``x``; with several ranks, the rows of every rank's ``x``, so all ranks keep the same statistics."""
         x = x.reshape(-1, self.mean.shape[0]).to(self.mean.dtype)
-        batch_var, batch_mean = torch.var_mean(x, dim=0, correction=0)
-        total = self.count + x.shape[0]
-        new_share = x.shape[0] / total
+        count, batch_mean, batch_var = world.moments(x, self.mean)
+        total = self.count + count
+        new_share = count / total
         delta = batch_mean - self.mean
         self.mean.add_(delta * new_share)
         self.var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)

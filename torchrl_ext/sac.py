@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.func import functional_call
 from torchrl.objectives import LossModule
 
+from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
 from unilab.core.spec import Mirror
 
@@ -274,13 +275,13 @@ class SACLoss(SoftActorCriticLoss):
         return TensorDict(loss_actor=loss, entropy=-log_prob.detach().mean(), log_prob=log_prob.detach())
 
     @torch.no_grad()
-    def update_normalizers(self, tensordict: TensorDictBase) -> None:
-        """Fold a batch into the observation normalisers; mirrored copies are included so the statistics are
-        themselves symmetric when symmetry is on."""
+    def update_normalizers(self, tensordict: TensorDictBase, world: World = ALONE) -> None:
+        """Fold a batch (of every rank, with several) into the observation normalisers; mirrored copies are
+        included so the statistics are themselves symmetric when symmetry is on."""
         obs, critic_obs = self._policy_inputs(tensordict)
         for net, batch in ((self.actor, obs), (self.critic, critic_obs)):
             if isinstance(net.obs_norm, RunningNorm):
-                net.obs_norm.update(batch)
+                net.obs_norm.update(batch, world)
 
 
 class Optimizers(NamedTuple):

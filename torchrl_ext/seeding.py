@@ -11,6 +11,10 @@ draw to one of them never shifts the numbers another sees:
 - ``replay``: replay sampling, a ``torch.Generator`` registered with the update graph;
 - ``loss``: the losses' reparameterised draws, which come from torch's default generator,
   seeded when the trainer is built.
+
+With several ranks (``torchrl_ext.distributed``) ``init`` is shared, so every rank starts from the
+same weights, and the other streams are per rank (``rank_seed``), so ranks collect and sample
+different data.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ def derive_seed(seed: int, stream: str) -> int:
     """A 31-bit seed for ``stream``, a stable function of the run's ``seed`` (the same on every machine)."""
     digest = hashlib.blake2b(f"{seed}/{stream}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+def rank_seed(seed: int, stream: str, rank: int) -> int:
+    """The seed of ``stream`` on ``rank``. Rank 0 keeps the plain stream, so a run of one rank draws exactly what a
+    run without ranks draws; rank r > 0 draws from ``{stream}/rank{r}``."""
+    return derive_seed(seed, stream if rank == 0 else f"{stream}/rank{rank}")
 
 
 @contextmanager

@@ -24,8 +24,9 @@ from tensordict import TensorDict
 from torchrl.data import TensorStorage
 
 from torchrl_ext.config import AlgoConfig
+from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.learners import LEARNERS
-from torchrl_ext.seeding import derive_seed
+from torchrl_ext.seeding import rank_seed
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
@@ -140,26 +141,34 @@ class OffPolicyTrainer:
     updates of iteration i do; it acts with a copy of the actor refreshed at every ``record``, i.e. with the
     weights from before the latest update block (a policy lag of one iteration). Everything that touches the
     replay buffer stays on the learner stream, so sampling never races a write.
+
+    With several ranks (``world``) each rank runs this loop on its own envs and replay shard, with its own env,
+    exploration, replay and loss seeds; the learner averages what must agree (gradients, normaliser and BatchNorm
+    statistics) inside the record and update steps, so the loop itself is the same on every rank.
     """
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig) -> None:
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, world: World = ALONE) -> None:
         if cfg.name not in LEARNERS:
             raise ValueError(f"unknown algo {cfg.name!r}; known algos: {', '.join(LEARNERS)}")
         self.env = env
         self.cfg = cfg
+        self.world = world
         spec = env.spec()
         dev = self.device = spec.device
-        torch.manual_seed(derive_seed(cfg.seed, "loss"))  # the losses draw from torch's default generators
-        self.learner = LEARNERS[cfg.name](spec, cfg, acting_copy=cfg.overlap_updates)
+        torch.manual_seed(rank_seed(cfg.seed, "loss", world.rank))  # the losses draw from torch's default generators
+        self.learner = LEARNERS[cfg.name](spec, cfg, acting_copy=cfg.overlap_updates, world=world)
+        # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
+        world.broadcast_(self.learner.shared_tensors())
+        self.learner.sync_acting()
         self.capture = spec.graph_capturable
         self.runner = EnvRunner(
             env,
             self.learner.explore,
-            seed=derive_seed(cfg.seed, "env"),
+            seed=rank_seed(cfg.seed, "env", world.rank),
             capture=self.capture,
             compile=self.capture and cfg.compile,
         )
-        self._replay_rng = torch.Generator(dev).manual_seed(derive_seed(cfg.seed, "replay"))
+        self._replay_rng = torch.Generator(dev).manual_seed(rank_seed(cfg.seed, "replay", world.rank))
         self.capacity = cfg.replay_buffer_n * env.num_envs
         self._memory: TensorDict | None = None  # the rows; ``storage`` is TorchRL's view of them
         self.storage: TensorStorage | None = None

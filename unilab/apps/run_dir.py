@@ -207,7 +207,8 @@ class RunSummary:
     algo: str
     task: str
     sim: str
-    num_envs: int
+    num_envs: int  # per rank
+    world_size: int = 1  # ranks (torchrun); env-step counts and rates below are of all ranks together
     completed_iterations: int = 0
     tail_iteration_count: int = 0
     tail_env_steps_per_sec: float | None = None
@@ -227,6 +228,10 @@ class RunSummary:
     # Counters since the start, as of the last log point: diverged_envs (physics blown up, reset, training went
     # on), nonfinite_actions, contact_overflows, constraint_overflows.
     health: dict[str, int] = field(default_factory=dict)
+    # At the end of a run that did not fail: a digest of the final weights and statistics, and with several ranks
+    # whether every rank held the same ones (None with one rank: nothing to compare).
+    weights_digest: str | None = None
+    ranks_in_sync: bool | None = None
 
     def __post_init__(self) -> None:
         _check_status(self.status)

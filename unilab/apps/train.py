@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import mujoco
 import torch
@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
+from torchrl_ext.distributed import RankLost, Vote, World
 from torchrl_ext.export import export_policy_onnx
 from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
 from unilab.apps.checkpoint import (
@@ -123,17 +124,30 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     return cfg
 
 
-def resolve_device(cfg: TrainConfig) -> str:
+def resolve_device(cfg: TrainConfig, world: World) -> str:
     """``training.device``, else cuda for mjwarp when CUDA is available, else cpu; a CUDA device this machine
-    lacks is refused here, before any work, rather than by an assertion deep inside torch."""
+    lacks is refused here, before any work, rather than by an assertion deep inside torch. Under torchrun each
+    rank takes its own GPU, cuda:LOCAL_RANK."""
     device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
     try:
-        kind = torch.device(device).type
+        parsed = torch.device(device)
     except RuntimeError as exc:
         raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
-    if kind == "cuda" and not torch.cuda.is_available():
+    if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"training.device={device} but CUDA is not available on this machine")
-    return device
+    if parsed.type != "cuda" or world.size == 1:
+        return device
+    if parsed.index is not None:
+        raise ValueError(
+            f"training.device={device} names one GPU, but each of the {world.size} ranks uses cuda:LOCAL_RANK; "
+            "set training.device=cuda or leave it unset"
+        )
+    if world.local_rank >= torch.cuda.device_count():
+        raise ValueError(
+            f"LOCAL_RANK={world.local_rank} but this machine has {torch.cuda.device_count()} CUDA devices; "
+            "start at most one rank per GPU (torchrun --nproc_per_node)"
+        )
+    return f"cuda:{world.local_rank}"
 
 
 def check_inputs(cfg: TrainConfig) -> None:
@@ -153,17 +167,22 @@ def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
     return overrides
 
 
-def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str) -> None:
+def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: World) -> None:
     """Replay buffer, update minibatches and per-env physics state against the free memory of the device they live
-    on; ``probe`` is a one-env build of the task, which gives the observation sizes without allocating the run."""
+    on; ``probe`` is a one-env build of the task, which gives the observation sizes without allocating the run.
+    On the CPU every rank of this machine allocates its own share from the same memory."""
     a = cfg.algo
     row = replay_row_bytes(probe.obs_dims, probe.action_dim)
+    sharing = world.local_size if torch.device(device).type == "cpu" else 1
     parts = {
-        "replay": a.replay_buffer_n * a.num_envs * row,
-        "update minibatches": a.batch_size * a.updates_per_step * row,
-        "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer,
+        "replay": a.replay_buffer_n * a.num_envs * row * sharing,
+        "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
+        "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing,
     }
-    check_fits(parts, torch.device(device), "lower algo.num_envs, algo.replay_buffer_n or algo.batch_size")
+    remedy = "lower algo.num_envs, algo.replay_buffer_n or algo.batch_size"
+    if sharing > 1:
+        remedy += f" (each of the {sharing} ranks on this machine needs its own)"
+    check_fits(parts, torch.device(device), remedy)
 
 
 def _summary_status(run_dir: Path) -> str | None:
@@ -229,6 +248,23 @@ def _claim_run_dir(cfg: TrainConfig, resume_iteration: int | None) -> tuple[Path
     return run_dir, lock, created
 
 
+def claim_for_world(cfg: TrainConfig, world: World, resume_iteration: int | None) -> tuple[Path, RunLock | None, bool]:
+    """Rank 0 claims the run directory (``claim_run_dir``) and tells the other ranks where it is; a refusal reaches
+    every rank, so each ends with a one-line error instead of waiting on rank 0. Only rank 0 holds the lock."""
+    claimed, refusal = None, None
+    if world.leader:
+        try:
+            claimed = claim_run_dir(cfg, resume_iteration)
+        except ValueError as exc:
+            refusal = exc
+    where = world.broadcast_object(None if claimed is None else str(claimed[0]))
+    if refusal is not None:
+        raise refusal
+    if where is None:
+        raise ValueError("rank 0 could not claim the run directory (its error says why)")
+    return claimed if claimed is not None else (Path(where), None, False)
+
+
 @dataclass
 class Prepared:
     """A run that passed every check and is built, ready for its first iteration."""
@@ -237,7 +273,8 @@ class Prepared:
     env: FunctionalEnv
     trainer: OffPolicyTrainer
     run_dir: Path
-    lock: RunLock
+    lock: RunLock | None  # held by rank 0, the one rank that writes the run directory
+    world: World
     launched: float  # perf_counter at the start of ``prepare``
     wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
     loop_before: float  # seconds of training loop, likewise
@@ -247,7 +284,8 @@ def prepare(cfg: TrainConfig) -> Prepared:
     """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
     ``ValueError`` (one line) for bad input, before the first iteration."""
     launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
-    device = resolve_device(cfg)
+    world = World.from_env()  # every rank runs every check below, so bad input fails on each before any work
+    device = resolve_device(cfg, world)
     check_inputs(cfg)
     ckpt = None
     if cfg.algo.resume:
@@ -259,13 +297,18 @@ def prepare(cfg: TrainConfig) -> Prepared:
                 f"algo.max_iterations={cfg.algo.max_iterations}; raise algo.max_iterations to train on"
             )
     probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
-    check_memory(cfg, probe, device)
-    run_dir, lock, created = claim_run_dir(cfg, None if ckpt is None else ckpt["iteration"])
+    check_memory(cfg, probe, device, world)
+    world.start(torch.device(device), cfg.training.dist_timeout_s)
+    try:
+        run_dir, lock, created = claim_for_world(cfg, world, None if ckpt is None else ckpt["iteration"])
+    except BaseException:
+        world.close()
+        raise
     try:
         env = make_functional_env(
             cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
         )
-        trainer = OffPolicyTrainer(env, cfg.algo)
+        trainer = OffPolicyTrainer(env, cfg.algo, world)
         if ckpt is not None:
             try:
                 trainer.load_state_dict(ckpt)
@@ -273,11 +316,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise CheckpointError(f"checkpoint {cfg.algo.resume} does not fit the config: {reason}") from None
     except BaseException:
-        lock.release()
+        if lock is not None:
+            lock.release()
         if created:  # leave no empty directory behind for a run that never started
             (run_dir / LOCK_FILENAME).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 run_dir.rmdir()
+        world.close()
         raise
     return Prepared(
         cfg=cfg,
@@ -285,6 +330,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         trainer=trainer,
         run_dir=run_dir,
         lock=lock,
+        world=world,
         launched=launched,
         wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
         loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
@@ -329,6 +375,17 @@ class StopSignals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def agreed(self, vote: Vote, check_point: bool) -> bool:
+        """Whether to stop now. Alone, as soon as a signal arrived. With several ranks, only at check points, once
+        all ranks have voted that one of them received a signal (``Vote``: a check point later), so every rank stops
+        after the same iteration; a rank takes that signal as its own, so every rank reports it."""
+        if vote.world.size > 1 and not check_point:
+            return False
+        signum = vote.cast(signal.Signals[self.received].value if self.received else 0)
+        if signum and self.received is None:
+            self.received = signal.Signals(signum).name
+        return signum > 0
+
 
 def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
@@ -336,26 +393,36 @@ def run(cfg: TrainConfig) -> RunSummary:
 
 
 def train(prepared: Prepared) -> RunSummary:
-    """Run the training loop of a prepared run; the run directory's lock is released when it returns."""
+    """Run the training loop of a prepared run; the run directory's lock and the process group are released when
+    it returns."""
     try:
         return _train(prepared)
     finally:
-        prepared.lock.release()
+        if prepared.lock is not None:
+            prepared.lock.release()
+        prepared.world.close()
 
 
 def _train(prepared: Prepared) -> RunSummary:
-    cfg, env, trainer, run_dir = prepared.cfg, prepared.env, prepared.trainer, prepared.run_dir
+    """The loop, the same on every rank; rank 0 alone writes the run directory (config, summary, logs, checkpoints,
+    ONNX, playback). Every rank steps ``num_envs`` envs per iteration in lockstep with the others (the update
+    block's all-reduces hold them together), so rank 0 counts ``world.size`` times its own env steps."""
+    cfg, env, trainer, run_dir, world = prepared.cfg, prepared.env, prepared.trainer, prepared.run_dir, prepared.world
     start_iteration = trainer.iteration
     config_dict = dataclasses.asdict(cfg)
     environment = environment_info(CONFIG_DIR.parent)
-    write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
-    logger = RunLogger(cfg.training.logger, run_dir)
+    if world.leader:
+        write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
+    logger = RunLogger(cfg.training.logger, run_dir) if world.leader else None
+    steps_per_iteration = cfg.algo.num_envs * world.size
     meter = TailRateMeter(window=20)
     start_utc = datetime.now(UTC).isoformat()
     started = time.perf_counter()
     status, error, last_checkpoint, last_episodes = "running", None, None, {}
     health: dict[str, int] = {}  # the latest log point's counters
+    digest, in_sync = None, None  # of the final weights, checked across ranks
     stop = StopSignals()
+    vote = Vote(world)
 
     def loop_seconds() -> float:
         return prepared.loop_before + time.perf_counter() - started
@@ -369,8 +436,9 @@ def _train(prepared: Prepared) -> RunSummary:
             task=cfg.task.name,
             sim=cfg.sim.name,
             num_envs=cfg.algo.num_envs,
+            world_size=world.size,
             completed_iterations=trainer.iteration if at is None else at.iteration,
-            total_env_steps=trainer.env_steps if at is None else at.env_steps,
+            total_env_steps=(trainer.env_steps if at is None else at.env_steps) * world.size,
             training_wall_time_sec=loop_seconds(),
             start_time_utc=start_utc,
             end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
@@ -382,7 +450,13 @@ def _train(prepared: Prepared) -> RunSummary:
             error=error,
             stopped_by=stop.received,
             health=dict(health),
+            weights_digest=digest,
+            ranks_in_sync=in_sync,
         )
+
+    def publish(result: RunSummary) -> None:
+        if world.leader:
+            result.write(run_dir)
 
     def save() -> str:
         # Wall time since `train` started rides along (continued across resumes), so evaluating saved
@@ -401,7 +475,7 @@ def _train(prepared: Prepared) -> RunSummary:
         """Resolve ``laps`` into the tail meter; returns their seconds and splits."""
         resolved = timer.resolve(laps)
         for seconds, phases in resolved:
-            meter.record(cfg.algo.num_envs, seconds, phases)
+            meter.record(steps_per_iteration, seconds, phases)
         return resolved
 
     def log(point: LogPoint) -> None:
@@ -422,8 +496,9 @@ def _train(prepared: Prepared) -> RunSummary:
         if rate is not None:
             scalars["perf/tail_env_steps_per_sec"] = rate
             bar.set_postfix(steps_per_s=f"{rate:,.0f}")
-        logger.log_scalars(scalars, point.iteration * cfg.algo.num_envs)
-        summary("running", point).write(run_dir)
+        if logger is not None:
+            logger.log_scalars(scalars, point.iteration * steps_per_iteration)
+        publish(summary("running", point))
 
     def log_ready(wait: bool) -> None:
         """Log the pending points the GPU has passed (all of them with ``wait``), oldest first."""
@@ -431,17 +506,21 @@ def _train(prepared: Prepared) -> RunSummary:
             log(pending[0])
             pending.popleft()
 
-    summary("running").write(run_dir)
+    publish(summary("running"))
     timer = IterationTimer(env.device)
-    bar = tqdm(total=cfg.algo.max_iterations, initial=trainer.iteration, disable=not cfg.training.progress, unit="it")
+    progress = cfg.training.progress and world.leader
+    bar = tqdm(total=cfg.algo.max_iterations, initial=trainer.iteration, disable=not progress, unit="it")
     # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
     pending: deque[LogPoint] = deque()
+    stopping = False
     with stop:  # until the final checkpoint, summary and policy are written; playback can be interrupted
         try:
-            while not trainer.ready and stop.received is None:  # replay pre-fill: not an iteration
+            stopping = stop.agreed(vote, check_point=False)
+            while not trainer.ready and not stopping:  # replay pre-fill: not an iteration
                 trainer.collect()
+                stopping = stop.agreed(vote, check_point=False)
             first = True
-            while trainer.iteration < cfg.algo.max_iterations and stop.received is None:
+            while trainer.iteration < cfg.algo.max_iterations and not stopping:
                 trainer.collect()
                 timer.split()
                 metrics = trainer.update()
@@ -454,15 +533,17 @@ def _train(prepared: Prepared) -> RunSummary:
                 bar.update(1)
                 log_ready(wait=False)
                 last = trainer.iteration == cfg.algo.max_iterations
-                if trainer.iteration % cfg.training.log_interval == 0 or last:
+                at_log = trainer.iteration % cfg.training.log_interval == 0 or last
+                if at_log:
                     point = trainer.log_point(metrics)
                     point.laps = timer.take()
                     pending.append(point)
-                if trainer.iteration % cfg.algo.save_interval == 0 or last:
+                if world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                     last_checkpoint = save()
+                stopping = stop.agreed(vote, check_point=at_log)
             log_ready(wait=True)
             status = "completed" if trainer.iteration >= cfg.algo.max_iterations else "interrupted"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C off the main thread, where no handler turns it into a stop
             status = "interrupted"
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -474,15 +555,21 @@ def _train(prepared: Prepared) -> RunSummary:
                     log_ready(wait=True)
                 for laps in [*(point.laps for point in pending), timer.take()]:  # time every iteration that ran
                     record_laps(laps)
-                if status != "completed" and trainer.iteration > start_iteration:
+                if world.leader and status != "completed" and trainer.iteration > start_iteration:
                     last_checkpoint = save()
+                if status == "completed" or stopping:  # every rank is here; after a failure one may be gone
+                    digests = world.gather_digests(trainer.learner.shared_tensors())
+                    digest, in_sync = digests[0], (len(set(digests)) == 1 if world.size > 1 else None)
+                    if in_sync is False:
+                        error = f"ranks ended with different weights (digests by rank: {', '.join(digests)})"
             except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
-                stopping = f"{type(exc).__name__}: {exc}"
-                status, error = "failed", stopping if error is None else f"{error}; then, while stopping: {stopping}"
-            logger.close()
+                late = f"{type(exc).__name__}: {exc}"
+                status, error = "failed", late if error is None else f"{error}; then, while stopping: {late}"
+            if logger is not None:
+                logger.close()
             result = summary(status)
-            result.write(run_dir)
-        if cfg.training.export_onnx:
+            publish(result)
+        if cfg.training.export_onnx and world.leader:
             metadata = policy_metadata(env, cfg, environment)
             export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx", metadata=metadata)
     # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
@@ -500,7 +587,8 @@ def _train(prepared: Prepared) -> RunSummary:
             result.error = f"playback failed: {type(exc).__name__}: {exc}"
             result.write(run_dir)
             print(result.error, file=sys.stderr)
-    print(f"run directory: {run_dir}")
+    if world.leader:
+        print(f"run directory: {run_dir}")
     return result
 
 
@@ -571,6 +659,13 @@ def overrides_help() -> str:
     )
 
 
+def lost_rank(prog: str, exc: RankLost) -> NoReturn:
+    """A run ended by another rank: one line and exit status 1. A traceback would only show where this rank
+    waited; the rank that failed first logs the cause (and rank 0's run_summary.json holds this line)."""
+    print(f"{prog}: error: {exc}", file=sys.stderr)
+    raise SystemExit(1) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
     parser = argparse.ArgumentParser(
@@ -614,8 +709,14 @@ def main(argv: list[str] | None = None) -> None:
         fail(parser.prog, str(exc).strip().splitlines()[0])
     except ValueError as exc:  # unknown name, impossible value, bad file, too little memory
         fail(parser.prog, str(exc))
-    summary = train(prepared)
-    print(next_steps(prepared, summary))
+    except RankLost as exc:  # another rank never joined, or failed while this one waited at start-up
+        lost_rank(parser.prog, exc)
+    try:
+        summary = train(prepared)
+    except RankLost as exc:
+        lost_rank(parser.prog, exc)
+    if prepared.world.leader:
+        print(next_steps(prepared, summary))
     if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
         for signum in StopSignals.SIGNALS:
             signal.signal(signum, signal.SIG_IGN)

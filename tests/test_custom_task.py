@@ -63,7 +63,7 @@ def make_stand_config(push: float = 0.5, push_every_s: tuple[float, float] = (1.
             "start": EventTerm(
                 events.reset_to_default_pose, {"xy_range": 0.0, "yaw_range": 3.14, "root_vel_range": push}
             ),
-            "shove": EventTerm(events.push_root, {"velocity_range": push}, interval_s=push_every_s),
+            "shove": EventTerm(events.push_root, {"speed_range": (0.0, push)}, interval_s=push_every_s),
         },
     )
 

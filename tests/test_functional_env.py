@@ -83,10 +83,20 @@ def actions(env, seed: int) -> torch.Tensor:
     return torch.rand(env.num_envs, env.action_dim, generator=torch.Generator().manual_seed(seed)) * 2 - 1
 
 
-@pytest.fixture(scope="module", params=["mujoco", "mjwarp"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(("mujoco", "g1_walk_flat"), id="mujoco"),
+        pytest.param(("mjwarp", "g1_walk_flat"), id="mjwarp"),
+        pytest.param(("mujoco", "g1_walk_flat_rand"), id="mujoco-randomised"),
+        pytest.param(("mjwarp", "g1_walk_flat_rand"), id="mjwarp-randomised"),
+    ],
+)
 def pure_env(request):
-    """Episodes of 0.1 s, so auto-resets happen within a few steps."""
-    return make_functional_env("g1_walk_flat", sim=request.param, num_envs=3, episode_length_s=0.1)
+    """Episodes of 0.1 s, so auto-resets happen within a few steps; the randomised variant carries per-env
+    friction, masses, centre of mass, motor strength and latency in its state, and pushes."""
+    sim, task = request.param
+    return make_functional_env(task, sim=sim, num_envs=3, episode_length_s=0.1)
 
 
 def test_step_never_writes_its_input_state(pure_env) -> None:
@@ -197,14 +207,17 @@ def test_unknown_task_and_override_are_named() -> None:
         make_task("g1_walk_flat", episode_len=3)
 
 
-@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
-def test_step_traces_fullgraph_with_physics_as_an_opaque_op(sim: str) -> None:
+@pytest.mark.parametrize(
+    ("sim", "task"), [("mujoco", "g1_walk_flat"), ("mjwarp", "g1_walk_flat"), ("mjwarp", "g1_walk_flat_rand")]
+)
+def test_step_traces_fullgraph_with_physics_as_an_opaque_op(sim: str, task: str) -> None:
     """torch.compile(fullgraph=True) fails on any graph break, the CPU-visible form of a host sync.
 
     ``aot_eager`` runs Dynamo and AOTAutograd (functionalization of the physics ops'
-    declared mutations) without Inductor's C++ codegen, which takes minutes on 2 cores.
+    declared mutations) without Inductor's C++ codegen, which takes minutes on 2 cores. The randomised
+    variant adds per-world model parameters to the op and per-substep targets (latency).
     """
-    env = make_functional_env("g1_walk_flat", sim=sim, num_envs=2)
+    env = make_functional_env(task, sim=sim, num_envs=2)
     action = torch.rand(2, 29, generator=torch.Generator().manual_seed(0)) * 2 - 1
     rng = make_rng(0)
     compiled = torch.compile(env.step, fullgraph=True, backend="aot_eager")
@@ -293,7 +306,7 @@ def assert_laid_out(spec, state) -> None:
         assert state[key].shape == spec[key].shape and state[key].dtype == spec[key].dtype, key
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking", "g1_walk_flat_rand"])
 def test_every_state_has_the_declared_layout(task: str) -> None:
     env = make_functional_env(task, sim="mujoco", num_envs=3, episode_length_s=0.1)
     spec = env.state_spec()

@@ -392,7 +392,7 @@ def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path
 
     def exploding_walk(**kwargs):
         config = registry.get_task("g1_walk_flat").make_config(**kwargs)
-        blast = EventTerm(events.push_root, {"velocity_range": 1e4}, interval_s=(0.1, 0.2))
+        blast = EventTerm(events.push_root, {"speed_range": (1e4, 1e4)}, interval_s=(0.1, 0.2))
         return dataclasses.replace(config, events={**config.events, "blast": blast})
 
     registry.register_task("g1_walk_exploding", exploding_walk)

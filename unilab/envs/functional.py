@@ -36,6 +36,7 @@ from unilab.managers.managers import (
     apply_updates,
     observation_term_dims,
 )
+from unilab.managers.terms import ACTION_DELAY
 from unilab.sim import ops
 from unilab.sim.base import SimBackend
 
@@ -64,6 +65,11 @@ class FunctionalEnv:
         self.events = EventManager(task.events)
         self.curricula = CurriculumManager(task.curricula)
         blank = self._blank_state()
+        self.events.check(blank, self.ctx)
+        # With a latency event, substep k of a control step applies the previous targets where k < the delay.
+        self._substep_index = (
+            torch.arange(sim.config.substeps, device=sim.device).unsqueeze(-1) if ACTION_DELAY in blank["env"] else None
+        )
         self.obs_term_dims = observation_term_dims(task.observations, blank, self.ctx)
         self.observations = ObservationManager(task.observations, self.obs_term_dims, sim.device)
         self.rewards = RewardManager(task.rewards, task.penalty_scale_key)
@@ -120,6 +126,13 @@ class FunctionalEnv:
     def _with_own_physics(state: TensorDict) -> TensorDict:
         """A shallow copy of ``state`` whose physics tensors are fresh copies, for the in-place sim ops to write."""
         return apply_updates(state, {("sim", name): value.clone() for name, value in state["sim"].items()})
+
+    def _delayed(self, state: TensorDict, targets: torch.Tensor) -> torch.Tensor:
+        """``(substeps, N, nu)`` targets: the previous action's for the first ``ACTION_DELAY`` substeps of each
+        env, ``targets`` after (an env just reset had action 0 before: the default pose)."""
+        previous = self.task.action.func(state["env", "prev_action"], self.ctx, **self.task.action.params)
+        late = (self._substep_index < state["env", ACTION_DELAY]).unsqueeze(-1)
+        return torch.where(late, previous, targets)
 
     @staticmethod
     def _diverged(physics: TensorDict) -> torch.Tensor:
@@ -225,6 +238,8 @@ class FunctionalEnv:
             self._adopt_physics(state, physics)
             state = apply_updates(state, {("sim", name): value for name, value in physics.items()})
         targets = self.task.action.func(action, ctx, **self.task.action.params)
+        if self._substep_index is not None:
+            targets = self._delayed(state, targets)
         ops.sim_step_(self._handle, state["sim"], targets)
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 

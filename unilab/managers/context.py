@@ -18,13 +18,15 @@ class RobotConfig:
 
     ``joint_names`` orders the actuated joints as actions and joint observations are ordered (one actuator per
     joint, in the same order); ``default_joint_pos`` is the pose actions are offsets from; ``keyframe`` names
-    the MJCF keyframe the robot stands in.
+    the MJCF keyframe the robot stands in; ``payload_body`` the body a payload is strapped to (the trunk), for
+    mass and centre-of-mass randomisation.
     """
 
     name: str
     joint_names: tuple[str, ...]
     default_joint_pos: tuple[float, ...]
     keyframe: str
+    payload_body: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.joint_names) != len(self.default_joint_pos):
@@ -37,7 +39,8 @@ class RobotConfig:
 class EnvContext:
     num_envs: int
     device: torch.device
-    dt: float
+    dt: float  # the control step
+    physics_dt: float  # one physics substep
     max_episode_steps: int
     default_qpos: torch.Tensor  # (nq,) stand keyframe
     default_joint_pos: torch.Tensor  # (nu,) q0
@@ -45,6 +48,12 @@ class EnvContext:
     default_kv: torch.Tensor  # (nu,)
     joint_lower: torch.Tensor  # (nu,) hard limits
     joint_upper: torch.Tensor
+    # The model's own friction (ngeom, 3), masses (nbody,), centres of mass and inertias (nbody, 3): what
+    # randomisation events scale or offset.
+    default_geom_friction: torch.Tensor
+    default_body_mass: torch.Tensor
+    default_body_ipos: torch.Tensor
+    default_body_inertia: torch.Tensor
     body_ids: dict[str, int]
     site_ids: dict[str, int]
     sensor_slices: dict[str, slice]
@@ -70,6 +79,7 @@ class EnvContext:
             num_envs=num_envs,
             device=device,
             dt=dt,
+            physics_dt=model.opt.timestep,
             max_episode_steps=max_episode_steps,
             default_qpos=t(key.qpos),
             default_joint_pos=t(robot.default_joint_pos),
@@ -77,6 +87,10 @@ class EnvContext:
             default_kv=t(-model.actuator_biasprm[:, 2]),
             joint_lower=t(model.jnt_range[joint_ids, 0]),
             joint_upper=t(model.jnt_range[joint_ids, 1]),
+            default_geom_friction=t(model.geom_friction),
+            default_body_mass=t(model.body_mass),
+            default_body_ipos=t(model.body_ipos),
+            default_body_inertia=t(model.body_inertia),
             body_ids={model.body(i).name: i for i in range(model.nbody)},
             site_ids={model.site(i).name: i for i in range(model.nsite)},
             sensor_slices={

@@ -183,6 +183,17 @@ class EventManager:
         out.update({f"{name}_timer": torch.zeros(ctx.num_envs, device=ctx.device) for name in self.intervals})
         return out
 
+    def check(self, state: TensorDict, ctx: EnvContext) -> None:
+        """Refuse, when the env is built, an event that sets an entry ``state`` does not hold (say, a model
+        parameter the physics does not carry per world): each event runs once and its keys are compared."""
+        held = set(state.keys(True, True))
+        everyone = torch.ones(ctx.num_envs, dtype=torch.bool, device=ctx.device)
+        for name, term in self.terms.items():
+            for key in term.func(state, ctx, everyone, rnglib.make_rng(0, ctx.device), **term.params):
+                if key not in held:
+                    hint = f"; list {key[1]!r} in the task's SimConfig.per_world" if key[0] == "sim" else ""
+                    raise ValueError(f"event {name!r} sets {key}, which the state does not hold{hint}")
+
     def _draw_timer(self, name: str, ctx: EnvContext, rng: torch.Tensor) -> torch.Tensor:
         low, high = self.intervals[name].interval_s
         return rnglib.uniform(rnglib.fold(rng, self._streams[name] ^ 1), 0, (ctx.num_envs,), low, high)

@@ -6,6 +6,8 @@ for every env (fixed shapes) and need not look at the mask themselves.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tensordict import TensorDict
 
@@ -46,8 +48,14 @@ def scale_pd_gains(
     }
 
 
-def push_root(state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, velocity_range: float) -> dict:
-    """A shove: U(+-velocity_range) m/s added to the root's horizontal velocity (qvel[0:2])."""
-    kick = uniform(rng, 0, (ctx.num_envs, 2), -velocity_range, velocity_range)
+def push_root(
+    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, speed_range: tuple[float, float]
+) -> dict:
+    """A shove: the root's horizontal velocity (qvel[0:2]) changed by U(speed_range) m/s in a direction drawn
+    uniformly, so every push has a speed within the range."""
+    u = uniform(rng, 0, (ctx.num_envs, 2), 0.0, 1.0)
+    speed = speed_range[0] + (speed_range[1] - speed_range[0]) * u[:, :1]
+    angle = (2 * math.pi) * u[:, 1:]
+    kick = speed * torch.cat((torch.cos(angle), torch.sin(angle)), dim=-1)
     qvel = state["sim", "qvel"]
     return {("sim", "qvel"): torch.cat((qvel[:, :2] + kick, qvel[:, 2:]), dim=-1)}

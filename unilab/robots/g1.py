@@ -176,7 +176,13 @@ SENSORS: dict[str, int] = {
 SCENE = G1_FLAT_SCENE
 """The G1 on flat ground: the MJCF tasks build their worlds from."""
 
-ROBOT = RobotConfig(name="g1", joint_names=JOINT_NAMES, default_joint_pos=DEFAULT_JOINT_POS, keyframe="stand")
+ROBOT = RobotConfig(
+    name="g1",
+    joint_names=JOINT_NAMES,
+    default_joint_pos=DEFAULT_JOINT_POS,
+    keyframe="stand",
+    payload_body=TORSO_BODY,
+)
 """What the env needs of the G1 beyond its MJCF."""
 
 

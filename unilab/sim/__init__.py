@@ -7,12 +7,22 @@ from pathlib import Path
 import mujoco
 import torch
 
-from unilab.sim.base import STATE_FIELDS, Capabilities, SimBackend, SimCapacityError, SimConfig, SimError, SimState
+from unilab.sim.base import (
+    MODEL_PARAMS,
+    STATE_FIELDS,
+    Capabilities,
+    SimBackend,
+    SimCapacityError,
+    SimConfig,
+    SimError,
+    SimState,
+)
 
 BACKENDS = ("mjwarp", "mujoco")
 
 __all__ = [
     "BACKENDS",
+    "MODEL_PARAMS",
     "STATE_FIELDS",
     "Capabilities",
     "SimBackend",

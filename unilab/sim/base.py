@@ -6,10 +6,11 @@ results into the tensors they are given and read nothing else that changes from 
 call, so two callers can hold two states and step them through one backend in any
 order. Everything MuJoCo carries from one step to the next is in the state: ``qpos``,
 ``qvel``, ``act`` (empty for models without actuator activations), the solver's
-``qacc_warmstart`` and ``time``; with them the per-world actuator gains; and the
-quantities derived from them that tasks read (body and site poses, velocities,
-sensors). The backend's own buffers (contacts, constraint rows, solver scratch) are
-rebuilt inside every step.
+``qacc_warmstart`` and ``time``; with them the per-world actuator gains, the model
+parameters a task varies per world (``SimConfig.per_world``: friction, masses, centres
+of mass, inertias, motor strength), and the quantities derived from them that tasks
+read (body and site poses, velocities, sensors). The backend's own buffers (contacts,
+constraint rows, solver scratch) are rebuilt inside every step.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import mujoco
+import numpy as np
 import torch
 
 SimState = MutableMapping[str, torch.Tensor]
@@ -29,6 +31,10 @@ CARRIED = ("qpos", "qvel", "act", "qacc_warmstart", "time")
 GAINS = ("actuator_kp", "actuator_kv")
 DERIVED = ("xpos", "xquat", "cvel", "subtree_com", "site_xpos", "sensordata")
 STATE_FIELDS = CARRIED + GAINS + DERIVED
+# Model parameters a world may carry in its state, to be varied per world (``SimConfig.per_world``); the
+# others stay shared. Per-world parameters follow ``STATE_FIELDS`` in a state, in this order. All but
+# ``actuator_strength`` are MuJoCo's model fields; it scales each actuator's force, limit included.
+MODEL_PARAMS = ("geom_friction", "body_mass", "body_ipos", "body_inertia", "actuator_strength")
 
 
 class SimError(RuntimeError):
@@ -46,6 +52,8 @@ class SimConfig:
     ``substeps`` physics steps make one control step, with ``ctrl`` held over them.
     ``nconmax``/``njmax`` size the per-world contact and constraint buffers of
     device backends; overflow is counted (see ``SimBackend.overflow_counts``).
+    ``per_world`` names the ``MODEL_PARAMS`` each world carries in its state instead of sharing the
+    model's; a backend writes them into the model before every step, so only what a task varies costs.
     """
 
     substeps: int = 3
@@ -54,8 +62,12 @@ class SimConfig:
     ls_iterations: int | None = None
     nconmax: int = 64
     njmax: int = 400
+    per_world: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        unknown = sorted(set(self.per_world) - set(MODEL_PARAMS))
+        if unknown:
+            raise ValueError(f"SimConfig.per_world: unknown model parameter(s) {unknown}; known: {list(MODEL_PARAMS)}")
         if self.substeps < 1:
             raise ValueError(f"SimConfig.substeps must be >= 1, got {self.substeps}")
         for name in ("timestep", "iterations", "ls_iterations"):
@@ -81,6 +93,27 @@ class Capabilities:
 
     device_resident: bool
     graph_capturable: bool
+
+
+def nominal_params(model: mujoco.MjModel) -> dict[str, np.ndarray]:
+    """The model's own value of every ``MODEL_PARAMS`` entry (the per-world default)."""
+    return {
+        "geom_friction": model.geom_friction,
+        "body_mass": model.body_mass,
+        "body_ipos": model.body_ipos,
+        "body_inertia": model.body_inertia,
+        "actuator_strength": np.ones(model.nu),
+    }
+
+
+def subtree_matrix(model: mujoco.MjModel) -> np.ndarray:
+    """``(nbody, nbody)``, 1 where body ``j`` (row) lies in the subtree of body ``i`` (column): masses times it
+    give ``body_subtreemass``, which MuJoCo derives once from the masses and uses for ``subtree_com``, so a
+    world with its own masses needs its own."""
+    inside = np.eye(model.nbody)
+    for j in range(1, model.nbody):  # parents come before their children
+        inside[j] += inside[model.body_parentid[j]]
+    return inside
 
 
 def _check_unsupported_state(model: mujoco.MjModel) -> None:
@@ -114,6 +147,7 @@ class SimBackend(ABC):
     config: SimConfig
     num_worlds: int
     device: torch.device
+    params: tuple[str, ...]
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
         _check_unsupported_state(model)
@@ -121,15 +155,17 @@ class SimBackend(ABC):
         self.config = config
         self.num_worlds = num_worlds
         self.device = device
+        # The model parameters each world carries in its state (``SimConfig.per_world``), in state order.
+        self.params = tuple(name for name in MODEL_PARAMS if name in config.per_world)
 
     @property
     def control_dt(self) -> float:
         return self.model.opt.timestep * self.config.substeps
 
     def state_spec(self) -> dict[str, tuple[int, ...]]:
-        """Per-world shape of every state field, in ``STATE_FIELDS`` order."""
+        """Per-world shape of every state field: ``STATE_FIELDS``, then the per-world ``params``."""
         m = self.model
-        return {
+        spec = {
             "qpos": (m.nq,),
             "qvel": (m.nv,),
             "act": (m.na,),
@@ -144,9 +180,11 @@ class SimBackend(ABC):
             "site_xpos": (m.nsite, 3),
             "sensordata": (m.nsensordata,),
         }
+        return spec | {name: nominal_params(m)[name].shape for name in self.params}
 
     def initial_state(self) -> dict[str, torch.Tensor]:
-        """Fresh tensors: every world at the model's ``qpos0``, at rest, with the model's actuator gains."""
+        """Fresh tensors: every world at the model's ``qpos0``, at rest, with the model's actuator gains and
+        parameters."""
         n, m = self.num_worlds, self.model
         state = {
             name: torch.zeros((n, *shape), dtype=torch.float32, device=self.device)
@@ -155,6 +193,9 @@ class SimBackend(ABC):
         # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot, with bias2 = -kv.
         state["actuator_kp"].copy_(torch.as_tensor(m.actuator_gainprm[:, 0], dtype=torch.float32))
         state["actuator_kv"].copy_(torch.as_tensor(-m.actuator_biasprm[:, 2], dtype=torch.float32))
+        nominal = nominal_params(m)
+        for name in self.params:
+            state[name].copy_(torch.as_tensor(nominal[name], dtype=torch.float32))
         qpos0 = torch.as_tensor(m.qpos0, dtype=torch.float32, device=self.device).expand(n, -1)
         everyone = torch.ones(n, dtype=torch.bool, device=self.device)
         self.reset_(state, everyone, qpos0, torch.zeros_like(state["qvel"]))
@@ -180,10 +221,16 @@ class SimBackend(ABC):
 
     def step_(self, state: SimState, ctrl: torch.Tensor) -> None:
         """Advance every world of ``state`` by one control step (``config.substeps`` physics steps) with PD
-        targets ``ctrl`` ``(num_worlds, nu)``, writing the result into ``state``'s tensors."""
+        targets ``ctrl``, writing the result into ``state``'s tensors.
+
+        ``ctrl`` is ``(num_worlds, nu)``, held over the substeps, or ``(substeps, num_worlds, nu)``, one row
+        block per substep (how actuation latency shorter than a control step reaches the physics).
+        """
         self.check_state(state)
-        self._check_rows("ctrl", ctrl, self.model.nu)
-        self._step(state, ctrl)
+        per_substep = (self.config.substeps, self.num_worlds, self.model.nu)
+        if tuple(ctrl.shape) != per_substep:
+            self._check_rows("ctrl", ctrl, self.model.nu)
+        self._step(state, ctrl.contiguous())
 
     def reset_(self, state: SimState, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Put the worlds where ``mask`` is true at ``qpos``/``qvel``, time 0 and a cold solver start, in place.
@@ -208,7 +255,7 @@ class SimBackend(ABC):
 
     @abstractmethod
     def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
-        """``step_`` after its checks."""
+        """``step_`` after its checks; ``ctrl`` is contiguous."""
 
     @abstractmethod
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:

@@ -27,9 +27,17 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
-from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState
+from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
+# The mjw.Model fields a per-world parameter of the state sets (SimConfig.per_world).
+_PARAM_FIELDS = {
+    "geom_friction": ("geom_friction",),
+    "body_mass": ("body_mass", "body_subtreemass"),
+    "body_ipos": ("body_ipos",),
+    "body_inertia": ("body_inertia",),
+    "actuator_strength": ("actuator_forcerange",),
+}
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 
 
@@ -79,13 +87,21 @@ class MjWarpBackend(SimBackend):
         self._wp_device = _warp_device(device)
         if device.type == "cpu":
             _note_cpu_kernels()
+        per_world = _GAIN_FIELDS + tuple(field for name in self.params for field in _PARAM_FIELDS[name])
         with wp.ScopedDevice(self._wp_device):
-            # Gains are per world so that tasks can randomise them; every other model
-            # field stays shared (leading dimension 1).
-            self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in _GAIN_FIELDS})
+            # Gains, and the parameters the task varies, are per world so that tasks can randomise them; every
+            # other model field stays shared (leading dimension 1).
+            self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
         d = self._d
-        self._gainprm, self._biasprm = wp.to_torch(self._m.actuator_gainprm), wp.to_torch(self._m.actuator_biasprm)
+        # Torch views of the per-world model arrays, written from the state before each step.
+        self._model_views = {field: wp.to_torch(getattr(self._m, field)) for field in per_world}
+        self._gainprm, self._biasprm = self._model_views["actuator_gainprm"], self._model_views["actuator_biasprm"]
+        if "actuator_strength" in self.params:
+            self._forcerange0 = self._model_views["actuator_forcerange"][0].clone()
+        if "body_mass" in self.params:
+            # float64 sums, so a world at the model's masses gets the model's own float32 subtree masses
+            self._subtree = torch.as_tensor(subtree_matrix(model), dtype=torch.float64, device=device)
         self._nacon, self._nefc = wp.to_torch(d.nacon), wp.to_torch(d.nefc)
         # [contact overflows, constraint overflows], accumulated on device, read at host boundaries.
         self._overflow = torch.zeros(2, dtype=torch.int64, device=device)
@@ -149,15 +165,34 @@ class MjWarpBackend(SimBackend):
         mjw.com_vel(self._m, self._d)
         mjw.sensor_vel(self._m, self._d)
 
-    def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
+    def _write_gains(self, state: SimState) -> None:
         # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
         kp, kv = state["actuator_kp"], state["actuator_kv"]
+        if "actuator_strength" in self.params:  # the whole force scales, and with it the force limit
+            strength = state["actuator_strength"]
+            kp, kv = kp * strength, kv * strength
+            self._model_views["actuator_forcerange"].copy_(self._forcerange0 * strength.unsqueeze(-1))
         self._gainprm[..., 0].copy_(kp)
         self._biasprm[..., 1].copy_(-kp)
         self._biasprm[..., 2].copy_(-kv)
+
+    def _write_params(self, state: SimState) -> None:
+        """The per-world body and geom parameters, from the state into the model (nothing when none vary)."""
+        for name in ("geom_friction", "body_mass", "body_ipos", "body_inertia"):
+            if name in self.params:
+                self._model_views[name].copy_(state[name])
+        if "body_mass" in self.params:
+            self._model_views["body_subtreemass"].copy_(state["body_mass"].double() @ self._subtree)
+
+    def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
+        self._write_gains(state)
+        self._write_params(state)
         fields = {name: state[name] for name in CARRIED + DERIVED}
-        with self._bound({**fields, "ctrl": ctrl}), self._on_torch_stream():
-            for _ in range(self.config.substeps):
+        per_substep = ctrl.dim() == 3
+        with self._bound({**fields, "ctrl": ctrl[0] if per_substep else ctrl}), self._on_torch_stream():
+            for k in range(self.config.substeps):
+                if per_substep and k:  # _bound restores the backend's own array on exit
+                    self._d.ctrl = wp.from_torch(ctrl[k], dtype=self._d.ctrl.dtype)
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
@@ -165,6 +200,7 @@ class MjWarpBackend(SimBackend):
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
         # Recomputing every world is cheaper than selecting some, and gives the others the values they had.
+        self._write_params(state)  # centres of mass and masses place xipos and subtree_com
         with self._bound({name: state[name] for name in ("qpos", "qvel", *DERIVED)}), self._on_torch_stream():
             self._refresh()
 

@@ -4,8 +4,8 @@ The caller's torch tensors are the state of record; each control step copies a w
 state into an ``MjData``, steps it, and copies the results back, so an ``MjData`` holds
 nothing from one call to the next. Worlds are split into contiguous chunks stepped on a
 thread pool (MuJoCo releases the GIL while stepping); each chunk has its own
-``MjModel`` copy, because per-world actuator gains are written into the model before the
-world steps.
+``MjModel`` copy, because per-world actuator gains and model parameters are written into
+the model before the world steps.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 import torch
 
-from unilab.sim.base import DERIVED, Capabilities, SimBackend, SimConfig, SimState
+from unilab.sim.base import DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 
 _FULL_WARNINGS = (mujoco.mjtWarning.mjWARN_CONTACTFULL, mujoco.mjtWarning.mjWARN_CNSTRFULL)
 # MuJoCo resets a world to qpos0 by itself when its state turns non-finite or huge, and warns with these.
@@ -53,6 +53,8 @@ class MujocoBackend(SimBackend):
         self._data = [mujoco.MjData(model) for _ in self._chunks]  # one scratch MjData per chunk
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._warnings = np.zeros(len(_FULL_WARNINGS), dtype=np.int64)
+        self._forcerange0 = model.actuator_forcerange.copy()
+        self._subtree = subtree_matrix(model)
 
     def _run_chunks(self, work: Callable[[int], None]) -> None:
         if self._pool is None:
@@ -61,21 +63,31 @@ class MujocoBackend(SimBackend):
             list(self._pool.map(work, range(len(self._chunks))))
 
     @staticmethod
-    def _write_in(
-        arrays: dict[str, np.ndarray], i: int, model: mujoco.MjModel, data: mujoco.MjData, ctrl: np.ndarray | None
-    ) -> None:
+    def _write_in(arrays: dict[str, np.ndarray], i: int, data: mujoco.MjData) -> None:
         data.qpos[:] = arrays["qpos"][i]
         data.qvel[:] = arrays["qvel"][i]
         data.act[:] = arrays["act"][i]
         data.qacc_warmstart[:] = arrays["qacc_warmstart"][i]
         data.time = arrays["time"][i]
-        if ctrl is not None:
-            data.ctrl[:] = ctrl[i]
-            kp = arrays["actuator_kp"][i]
-            # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
-            model.actuator_gainprm[:, 0] = kp
-            model.actuator_biasprm[:, 1] = -kp
-            model.actuator_biasprm[:, 2] = -arrays["actuator_kv"][i]
+
+    def _write_gains(self, arrays: dict[str, np.ndarray], i: int, model: mujoco.MjModel) -> None:
+        kp, kv = arrays["actuator_kp"][i], arrays["actuator_kv"][i]
+        if "actuator_strength" in self.params:  # the whole force scales, and with it the force limit
+            strength = arrays["actuator_strength"][i].astype(np.float64)
+            kp, kv = kp * strength, kv * strength
+            model.actuator_forcerange[:] = self._forcerange0 * strength[:, None]
+        # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
+        model.actuator_gainprm[:, 0] = kp
+        model.actuator_biasprm[:, 1] = -kp
+        model.actuator_biasprm[:, 2] = -kv
+
+    def _write_params(self, arrays: dict[str, np.ndarray], i: int, model: mujoco.MjModel) -> None:
+        """World ``i``'s body and geom parameters into ``model`` (nothing when none vary)."""
+        for name in ("geom_friction", "body_mass", "body_ipos", "body_inertia"):
+            if name in self.params:
+                getattr(model, name)[:] = arrays[name][i]
+        if "body_mass" in self.params:
+            model.body_subtreemass[:] = model.body_mass @ self._subtree
 
     @staticmethod
     def _read_out(arrays: dict[str, np.ndarray], i: int, data: mujoco.MjData, names: tuple[str, ...]) -> None:
@@ -93,15 +105,22 @@ class MujocoBackend(SimBackend):
     def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
         arrays = {name: value.numpy() for name, value in state.items()}
         targets = ctrl.numpy()
+        per_substep = targets.ndim == 3
         carried_out = ("qpos", "qvel", "act", "qacc_warmstart", "time", *DERIVED)
 
         def work(chunk: int) -> None:
             model, data = self._models[chunk], self._data[chunk]
             for i in self._chunks[chunk]:
-                self._write_in(arrays, i, model, data, targets)
+                self._write_in(arrays, i, data)
+                self._write_gains(arrays, i, model)
+                self._write_params(arrays, i, model)
+                if not per_substep:
+                    data.ctrl[:] = targets[i]
                 for warning in _BAD_STATE_WARNINGS:
                     data.warning[warning].number = 0
-                for _ in range(self.config.substeps):
+                for k in range(self.config.substeps):
+                    if per_substep:
+                        data.ctrl[:] = targets[k, i]
                     mujoco.mj_step(model, data)
                 self._refresh(model, data)
                 self._read_out(arrays, i, data, carried_out)
@@ -117,7 +136,8 @@ class MujocoBackend(SimBackend):
         arrays = {name: value.numpy() for name, value in state.items()}
         model, data = self._models[0], self._data[0]
         for i in mask.nonzero().flatten().tolist():
-            self._write_in(arrays, i, model, data, None)
+            self._write_in(arrays, i, data)
+            self._write_params(arrays, i, model)  # centres of mass and masses place xipos and subtree_com
             self._refresh(model, data)
             self._read_out(arrays, i, data, DERIVED)
 

@@ -5,7 +5,8 @@ no-op fake implementations; the compiler then orders them correctly and never lo
 inside. A backend is registered once and named by an integer handle, since ops take
 only tensors and scalars. Which tensors an op writes is the caller's choice: the
 functional env passes copies on its pure path and the state's own tensors on its
-donating path.
+donating path. The per-world model parameters a backend carries (``SimBackend.params``,
+which vary by task) travel as one list after the fixed fields; the ops only read them.
 """
 
 from __future__ import annotations
@@ -27,9 +28,14 @@ def _fields(state: SimState) -> list[torch.Tensor]:
     return [state[name] for name in STATE_FIELDS]
 
 
-def _state(*fields: torch.Tensor) -> SimState:
-    """The inverse of ``_fields``: the op's positional tensors back into a named state."""
-    return dict(zip(STATE_FIELDS, fields, strict=True))
+def _params(handle: int, state: SimState) -> list[torch.Tensor]:
+    return [state[name] for name in _BACKENDS[handle].params]
+
+
+def _state(handle: int, params: list[torch.Tensor], *fields: torch.Tensor) -> SimState:
+    """The inverse of ``_fields`` and ``_params``: the op's tensors back into a named state."""
+    named = dict(zip(STATE_FIELDS, fields, strict=True))
+    return named | dict(zip(_BACKENDS[handle].params, params, strict=True))
 
 
 @torch.library.custom_op("unilab::sim_step_", mutates_args=(*CARRIED, *DERIVED))
@@ -49,9 +55,10 @@ def _sim_step(
     subtree_com: torch.Tensor,
     site_xpos: torch.Tensor,
     sensordata: torch.Tensor,
+    params: list[torch.Tensor],
 ) -> None:
     fields = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
-    _BACKENDS[handle].step_(_state(*fields, subtree_com, site_xpos, sensordata), ctrl)
+    _BACKENDS[handle].step_(_state(handle, params, *fields, subtree_com, site_xpos, sensordata), ctrl)
 
 
 @_sim_step.register_fake
@@ -78,9 +85,11 @@ def _sim_reset(
     subtree_com: torch.Tensor,
     site_xpos: torch.Tensor,
     sensordata: torch.Tensor,
+    params: list[torch.Tensor],
 ) -> None:
     fields = (qpos, qvel, act, qacc_warmstart, time, actuator_kp, actuator_kv, xpos, xquat, cvel)
-    _BACKENDS[handle].reset_(_state(*fields, subtree_com, site_xpos, sensordata), mask, new_qpos, new_qvel)
+    state = _state(handle, params, *fields, subtree_com, site_xpos, sensordata)
+    _BACKENDS[handle].reset_(state, mask, new_qpos, new_qvel)
 
 
 @_sim_reset.register_fake
@@ -89,10 +98,12 @@ def _(handle, mask, new_qpos, new_qvel, *fields) -> None:
 
 
 def sim_step_(handle: int, state: SimState, ctrl: torch.Tensor) -> None:
-    """One control step of the registered backend ``handle`` over ``state``'s tensors, in place."""
-    _sim_step(handle, ctrl, *_fields(state))
+    """One control step of the registered backend ``handle`` over ``state``'s tensors, in place; ``ctrl`` as
+    ``SimBackend.step_`` takes it."""
+    _sim_step(handle, ctrl, *_fields(state), _params(handle, state))
 
 
 def sim_reset_(handle: int, state: SimState, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-    """Masked reset of ``state``'s tensors to ``qpos``/``qvel``, in place (gains are read from ``state``)."""
-    _sim_reset(handle, mask, qpos, qvel, *_fields(state))
+    """Masked reset of ``state``'s tensors to ``qpos``/``qvel``, in place (gains and model parameters are read
+    from ``state``)."""
+    _sim_reset(handle, mask, qpos, qvel, *_fields(state), _params(handle, state))

@@ -59,7 +59,8 @@ def _actor_terms(noise_scale: float) -> dict[str, ObsTerm]:
     }
 
 
-def make_task() -> TaskConfig:
+def make_task(noise_scale: float = 1.0) -> TaskConfig:
+    """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes."""
     critic = {**_actor_terms(0.0), "linvel": ObsTerm(observations.sensor, {"name": LINVEL}, scale=2.0, mirror=LINEAR)}
     feet_pos = ("left_foot_pos", "right_foot_pos")
     return TaskConfig(
@@ -69,7 +70,7 @@ def make_task() -> TaskConfig:
         physics=SimConfig(substeps=3, nconmax=64, njmax=400),
         episode_length_s=20.0,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 1.0}, mirror=JOINTS),
-        observations={"policy": _actor_terms(1.0), "critic": critic},
+        observations={"policy": _actor_terms(noise_scale), "critic": critic},
         rewards={
             "tracking_lin_vel": RewardTerm(
                 rewards.track_lin_vel_xy_exp,

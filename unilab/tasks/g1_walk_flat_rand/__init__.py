@@ -1,0 +1,41 @@
+"""``g1_walk_flat_rand``: ``g1_walk_flat`` under domain randomisation, for policies meant to leave the
+simulator. Same observations, actions, rewards, metrics and tuning; every env also gets its own floor friction,
+torso payload and centre of mass, motor strength, PD gains and actuation latency at each reset, and shoves
+during the episode. The ranges are ``RANDOMIZATION`` (docs/tasks.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from unilab.envs.config import TaskConfig
+from unilab.envs.randomization import Randomization, randomize
+from unilab.tasks import g1_walk_flat
+from unilab.tasks.g1_walk_flat.config import make_task as make_walk_task
+from unilab.tasks.g1_walk_flat.metrics import METRICS
+from unilab.tasks.task import Task, tuning_files
+
+RANDOMIZATION = Randomization(
+    friction=(0.3, 1.2),
+    payload_kg=(0.0, 3.0),
+    com_offset_m=0.03,
+    motor_strength=(0.9, 1.1),
+    pd_gains=(0.9, 1.1),
+    latency_s=(0.0, 0.02),
+    push_speed=(0.5, 1.0),
+    push_every_s=(3.0, 6.0),
+)
+
+
+def make_task(noise_scale: float = 1.0, randomization: Randomization = RANDOMIZATION) -> TaskConfig:
+    """The walk task with ``randomization`` applied; ``noise_scale`` multiplies the observation noise."""
+    walk = make_walk_task(noise_scale=noise_scale)
+    return dataclasses.replace(randomize(walk, randomization), name="g1_walk_flat_rand")
+
+
+TASK = Task(
+    "g1_walk_flat_rand",
+    make_task,
+    tuning=tuning_files(Path(g1_walk_flat.__file__).parent),
+    metrics=METRICS,
+)

@@ -3,11 +3,11 @@
 Both are pure: the input state is never written, and the result depends only on the
 arguments. The state TensorDict holds everything needed to continue bit for bit, the
 physics included (``state["sim"]``: positions, velocities, solver warm start, time,
-actuator gains and the quantities derived from them), so a state can be saved,
-restored and branched. ``step_`` is the donating variant for the hot path: it may write
-the new physics state into the input state's ``sim`` tensors instead of copies, so a
-runner stepping one static state in a CUDA graph allocates nothing; on the same
-arguments it computes exactly what ``step`` does.
+actuator gains, the model parameters the task randomises and the quantities derived
+from them), so a state can be saved, restored and branched. ``step_`` is the donating
+variant for the hot path: it may write the new physics state into the input state's
+``sim`` tensors instead of copies, so a runner stepping one static state in a CUDA
+graph allocates nothing; on the same arguments it computes exactly what ``step`` does.
 
 One code path for every backend and for eager, compiled and graph-captured execution:
 term math is torch on fixed shapes, resets are masks, randomness comes from ``rng``, and

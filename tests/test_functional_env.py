@@ -342,3 +342,26 @@ def test_diverged_envs_are_detected_reset_and_counted(pure_env, blow_up: str) ->
         assert torch.equal(nxt[key][[0, 2]], clean_next[key][[0, 2]]), key
     assert torch.equal(t["next", "reward"][[0, 2]], clean_t["next", "reward"][[0, 2]])
     assert not clean_t["diverged"].any() and int(clean_next["task", "diverged_envs"]) == 0
+
+
+@pytest.mark.gpu
+def test_divergence_inside_the_captured_step_is_reset_and_counted_on_cuda() -> None:
+    env = make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=64, device="cuda")
+    runner = EnvRunner(env, lambda obs: torch.zeros(64, env.action_dim, device="cuda"), seed=1, capture=True)
+    runner.step()
+    broken = [3, 17, 40]
+    with torch.no_grad():  # between replays, as a blown-up solve would leave them
+        runner.state["sim", "qpos"][3, 9] = float("nan")
+        runner.state["sim", "qvel"][17, 0] = 1e6
+        runner.state["sim", "qvel"][40, 12] = float("inf")
+    transition = runner.step()
+    torch.cuda.synchronize()
+    assert transition["diverged"].nonzero().flatten().tolist() == broken
+    assert transition["next", "terminated"][broken].all()
+    assert torch.isfinite(runner.state["sim", "qpos"]).all() and torch.isfinite(runner.state["sim", "qvel"]).all()
+    assert (runner.state["env", "episode_step"][broken] == 0).all()
+    for _ in range(10):  # the graph goes on replaying; nothing else diverges
+        runner.step()
+    _, diverged, _, _ = runner.health().tolist()
+    assert diverged == 3
+    runner.check()

@@ -300,10 +300,10 @@ def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -
     from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
 
-    sizes = ["algo.num_envs=256", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
+    sizes = ["algo.num_envs=1024", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
     cfg = compose_config(["sim=mjwarp", *sizes, "algo.compile=false", "algo.overlap_updates=true"]).algo
-    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=256, device="cuda"), cfg)
-    assert trainer.capture and trainer._env_stream is not None
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=1024, device="cuda"), cfg)
+    assert trainer.capture and trainer.concurrent and trainer._env_stream is not None
     while not trainer.ready:
         trainer.collect()
     for _ in range(3):  # records the graphs, then replays them
@@ -380,8 +380,10 @@ def test_run_ends_with_a_playback_video_by_default(tmp_path: Path) -> None:
     assert summary.error is None and video.stat().st_size > 0
 
 
-def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path, monkeypatch) -> None:
-    """A task whose shoves are absurd (10 km/s) makes its envs diverge over and over; the run completes."""
+@pytest.mark.parametrize("sim", ["mujoco", pytest.param("mjwarp", marks=pytest.mark.gpu)])
+def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path, monkeypatch, sim: str) -> None:
+    """A task whose shoves are absurd (10 km/s) makes its envs diverge over and over; the run completes (on CUDA,
+    with the env step captured)."""
     import dataclasses
 
     from unilab.managers.terms import EventTerm
@@ -396,7 +398,7 @@ def test_envs_that_blow_up_are_reset_counted_and_training_goes_on(tmp_path: Path
         return dataclasses.replace(config, events={**config.events, "blast": blast})
 
     registry.register_task("g1_walk_exploding", exploding_walk)
-    summary = run(compose_config(tiny(tmp_path, "mujoco", "task=g1_walk_exploding", "algo.max_iterations=25")))
+    summary = run(compose_config(tiny(tmp_path, sim, "task=g1_walk_exploding", "algo.max_iterations=25")))
     assert summary.status == "completed" and summary.completed_iterations == 25
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert data["health"]["diverged_envs"] > 0 and data["health"]["nonfinite_actions"] == 0

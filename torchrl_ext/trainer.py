@@ -105,6 +105,15 @@ class IterationTimer:
         ]
 
 
+# Fewest envs at which the env step's graph runs beside the update block's. Below it the two graphs replayed
+# on two streams wedge the H200 within a few iterations (torch 2.11, warp 1.19, mujoco_warp 4.0: a kernel keeps
+# the GPU at 100 % and the host blocks in the next launch), at 256 and 512 envs, and never at 1024 or 2048 envs
+# in the same stress loop, nor with one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1). Which kernel spins is not
+# known; below the bound the env step waits for the updates instead, which costs little where env and updates
+# are both short.
+CONCURRENT_MIN_ENVS = 1024
+
+
 @dataclass
 class LogPoint:
     """What one log point reports, copied to host memory behind the iteration it closes.
@@ -137,9 +146,10 @@ class OffPolicyTrainer:
 
     Each iteration is three steps: the env step (``runner``), ``record`` (replay write at a device-side cursor,
     episode statistics, normalisers, acting-policy refresh) and ``update``. On CUDA each is one CUDA graph. With
-    ``cfg.overlap_updates`` the env step runs on its own stream, so the env step of iteration i+1 runs while the
-    updates of iteration i do; it acts with a copy of the actor refreshed at every ``record``, i.e. with the
-    weights from before the latest update block (a policy lag of one iteration). Everything that touches the
+    ``cfg.overlap_updates`` the env acts with a copy of the actor refreshed at every ``record``, i.e. with the
+    weights from before the latest update block (a policy lag of one iteration), so on CUDA, from
+    ``CONCURRENT_MIN_ENVS`` envs up (``concurrent``), its step runs on its own stream while the updates of
+    iteration i do. Everything that touches the
     replay buffer stays on the learner stream, so sampling never races a write.
 
     With several ranks (``world``) each rank runs this loop on its own envs and replay shard, with its own env,
@@ -179,10 +189,11 @@ class OffPolicyTrainer:
         self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
         self._graph_out: dict[str, TensorDict | None] = {}
         self._transition: TensorDict | None = None
-        overlap = self.capture and cfg.overlap_updates
-        self._env_stream = torch.cuda.Stream(dev) if overlap else None
-        self._stepped = torch.cuda.Event() if overlap else None
-        self._recorded = torch.cuda.Event() if overlap else None
+        # The policy lag of ``overlap_updates`` holds at every size; running the two graphs at once only from here.
+        self.concurrent = self.capture and cfg.overlap_updates and env.num_envs >= CONCURRENT_MIN_ENVS
+        self._env_stream = torch.cuda.Stream(dev) if self.concurrent else None
+        self._stepped = torch.cuda.Event() if self.concurrent else None
+        self._recorded = torch.cuda.Event() if self.concurrent else None
         self.iteration = 0
         self.env_steps = 0  # every transition recorded, replay pre-fill included
         self._episode_return = torch.zeros(env.num_envs, device=dev)

@@ -42,6 +42,7 @@ class TrainingConfig:
     keep_checkpoints: int = 5  # the newest model_<it>.pt files kept; 0 keeps all
     logger: str = "tensorboard"  # or csv, wandb (unilab.apps.loggers)
     dist_timeout_s: float = 180.0  # under torchrun: a rank that waits this long on another fails the run
+    stall_timeout_s: float = 300.0  # no iteration completed for this long ends the run with an error
 
 
 @dataclass
@@ -125,4 +126,5 @@ def validate(cfg: TrainConfig) -> None:
     _check(t.play_seconds > 0.0, "training.play_seconds", "> 0", t.play_seconds)
     _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
     _check(t.dist_timeout_s > 0.0, "training.dist_timeout_s", "> 0", t.dist_timeout_s)
+    _check(t.stall_timeout_s > 0.0, "training.stall_timeout_s", "> 0", t.stall_timeout_s)
     _check(t.keep_checkpoints >= 0, "training.keep_checkpoints", ">= 0 (0 keeps all)", t.keep_checkpoints)

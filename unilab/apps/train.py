@@ -58,6 +58,7 @@ from unilab.apps.run_dir import (
     make_run_dir,
     write_json_atomic,
 )
+from unilab.apps.watchdog import StallWatchdog
 from unilab.envs.functional import FunctionalEnv
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env
@@ -513,7 +514,17 @@ def _train(prepared: Prepared) -> RunSummary:
     # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
     pending: deque[LogPoint] = deque()
     stopping = False
-    with stop:  # until the final checkpoint, summary and policy are written; playback can be interrupted
+
+    def stalled(message: str) -> None:
+        """On the watchdog's thread, with the main thread blocked on the device: host state only."""
+        nonlocal error
+        error = message
+        publish(summary("failed"))
+
+    stacks = run_dir / "stall_stacks.txt" if world.leader else None
+    watchdog = StallWatchdog(cfg.training.stall_timeout_s, stacks, stalled)
+    # until the final checkpoint, summary and policy are written; playback can be interrupted
+    with stop, watchdog:
         try:
             stopping = stop.agreed(vote, check_point=False)
             while not trainer.ready and not stopping:  # replay pre-fill: not an iteration
@@ -525,6 +536,7 @@ def _train(prepared: Prepared) -> RunSummary:
                 timer.split()
                 metrics = trainer.update()
                 trainer.iteration += 1
+                watchdog.beat()  # the first beat arms it: compiles and captures are behind us
                 if first:  # capture / first-update iteration: excluded from the tail rate
                     timer.start()
                     first = False

@@ -1,0 +1,85 @@
+"""A stalled training loop ends in an error within a bounded time, with its summary and thread stacks written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from unilab.apps.watchdog import STALL_EXIT_CODE, StallWatchdog
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_watchdog_fires_only_once_armed_and_starved(tmp_path: Path) -> None:
+    exits: list[int] = []
+    messages: list[str] = []
+    fired = threading.Event()
+
+    def record_exit(code: int) -> None:
+        exits.append(code)
+        fired.set()
+
+    stacks = tmp_path / "stacks.txt"
+    with StallWatchdog(0.2, stacks, messages.append, exit=record_exit) as watchdog:
+        time.sleep(0.5)  # never beaten: start-up is not timed
+        assert not fired.is_set()
+        for _ in range(5):  # beaten in time
+            watchdog.beat()
+            time.sleep(0.05)
+        assert not fired.is_set()
+        assert fired.wait(5.0)  # starved
+    assert exits == [STALL_EXIT_CODE]
+    assert len(messages) == 1 and "no training iteration completed in 0.2 s" in messages[0]
+    assert str(stacks) in messages[0] and "test_watchdog" in stacks.read_text()
+
+
+# The 4th update blocks forever, as an update replay on a wedged GPU would.
+STALLING_RUN = """
+import sys, threading
+from torchrl_ext.trainer import OffPolicyTrainer
+from unilab.apps.train import main
+update = OffPolicyTrainer.update
+def stalling_update(self):
+    if self.iteration == 3:
+        threading.Event().wait()
+    return update(self)
+OffPolicyTrainer.update = stalling_update
+main(sys.argv[1:])
+"""
+
+
+def test_a_stalled_run_ends_with_an_error_and_keeps_what_it_saved(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    overrides = [
+        "sim=mujoco",
+        "algo.num_envs=4",
+        "algo.batch_size=8",
+        "algo.learning_starts=2",
+        "algo.updates_per_step=1",
+        "algo.critic_hidden=[16]",
+        "algo.actor_hidden=[16]",
+        "algo.max_iterations=50",
+        "algo.save_interval=2",
+        "training.log_interval=1",
+        "training.progress=false",
+        "training.no_play=true",
+        "training.stall_timeout_s=2",
+        f"training.log_dir={run_dir}",
+    ]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", STALLING_RUN, *overrides], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == STALL_EXIT_CODE, done.stderr[-2000:]
+    assert time.monotonic() - started < 100
+    errors = [line for line in done.stderr.splitlines() if line.startswith("train: error:")]
+    assert len(errors) == 1 and "no training iteration completed in 2 s" in errors[0]
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary["status"] == "failed" and "no training iteration completed" in summary["error"]
+    assert summary["completed_iterations"] == 3
+    assert (run_dir / "model_2.pt").exists()
+    assert "stalling_update" in (run_dir / "stall_stacks.txt").read_text()

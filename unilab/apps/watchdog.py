@@ -1,0 +1,73 @@
+"""Turns a stalled training loop into an error within a bounded time.
+
+A wedged GPU does not raise: the host blocks inside the next graph launch or event wait, and the
+process would sit there until someone kills it, with its run summary still saying ``running``. The
+loop beats at every iteration; a daemon thread that sees no beat for ``timeout_s`` records what it
+can without touching the device (the summary, every thread's stack) and ends the process, since the
+blocked main thread can neither be interrupted nor trusted to reach its own cleanup.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+STALL_EXIT_CODE = 3
+
+
+class StallWatchdog:
+    """Ends the process when ``beat`` has not been called for ``timeout_s`` seconds.
+
+    ``on_stall(message)`` runs on the watchdog thread first: it must not wait for the device. The thread
+    stacks go to ``stacks_path`` so the stall can be located afterwards.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float,
+        stacks_path: Path | None,
+        on_stall: Callable[[str], None],
+        exit: Callable[[int], None] = os._exit,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.stacks_path = stacks_path
+        self.on_stall = on_stall
+        self._exit = exit
+        self._last: float | None = None  # armed by the first beat: start-up (compiles, captures) is not timed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="unilab-stall-watchdog", daemon=True)
+
+    def beat(self) -> None:
+        self._last = time.monotonic()
+
+    def __enter__(self) -> StallWatchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        poll = min(1.0, self.timeout_s / 4)
+        while not self._stop.wait(poll):
+            last = self._last
+            if last is None or time.monotonic() - last < self.timeout_s:
+                continue
+            message = f"no training iteration completed in {self.timeout_s:g} s: the GPU or another rank is stuck"
+            if self.stacks_path is not None:
+                with open(self.stacks_path, "w") as stacks:
+                    faulthandler.dump_traceback(stacks, all_threads=True)
+                message += f" (thread stacks: {self.stacks_path})"
+            try:
+                self.on_stall(message)
+            finally:
+                print(f"train: error: {message}", file=sys.stderr, flush=True)
+                self._exit(STALL_EXIT_CODE)
+            return

@@ -254,3 +254,20 @@ def test_first_frame_starts_spread_the_envs_over_the_clips(library: Path) -> Non
     assert env.ctx.max_episode_steps == longest - 1  # long enough to play the longest clip through
     with pytest.raises(ValueError, match="start must be one of adaptive, first_frame"):
         make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=1, start="middle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["adaptive", "first_frame"])
+def test_a_library_step_traces_fullgraph(library: Path, start: str) -> None:
+    """Clip lookups, per clip-bin sampling and both starts without a host sync: a graph break fails fullgraph."""
+    env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=3, motion_file=library, start=start)
+    action = torch.rand(3, 29, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    rng = make_rng(0)
+    state = apply_updates(env.reset(rng), {("env", "episode_step"): torch.full((3,), env.ctx.max_episode_steps)})
+    compiled = torch.compile(env.step, fullgraph=True, backend="aot_eager")
+    state_c, trans_c = compiled(state, action, advance(rng))  # every env times out: the reset runs in the graph
+    state_e, trans_e = env.step(state, action, advance(rng))
+    assert trans_e["next", "truncated"].all()
+    torch.testing.assert_close(state_c["env", "motion"], state_e["env", "motion"])
+    torch.testing.assert_close(state_c["env", tracking.CLIP_KEY], state_e["env", tracking.CLIP_KEY])
+    torch.testing.assert_close(trans_c["next", "reward"], trans_e["next", "reward"])

@@ -46,6 +46,10 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert set(split) == {"collect", "update"} and all(v > 0 for v in split.values())
     assert data["total_env_steps"] >= 25 * 4
     assert data["sim"] == sim and data["config"]["algo"]["num_envs"] == 4
+    startup = data["startup_sec"]
+    phases = ["process_start_to_prepare", "checks", "env_build", "trainer_build", "env_reset", "prefill"]
+    assert list(startup) == [*phases, "first_iteration"] and all(v >= 0 for v in startup.values())
+    assert data["startup_total_sec"] == pytest.approx(sum(startup.values()), abs=0.01)
     assert data["environment"]["versions"]["torch"] == torch.__version__
     config = json.loads((run_dir / "run_config.json").read_text())
     assert config["config"]["task"]["name"] == "g1_walk_flat"

@@ -233,6 +233,8 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 # The last iteration alone: its updates run with no env step beside them (an upper bound).
                 "final_env_steps_per_sec": summary.get("final_env_steps_per_sec"),
                 "training_wall_time_sec": summary.get("training_wall_time_sec"),
+                "startup_sec": summary.get("startup_sec"),
+                "startup_total_sec": summary.get("startup_total_sec"),
                 "run_dir": str(run_dir),
             }
             if proc.returncode != 0:

@@ -58,6 +58,7 @@ from unilab.apps.run_dir import (
     make_run_dir,
     write_json_atomic,
 )
+from unilab.apps.startup import StartupClock
 from unilab.apps.watchdog import StallWatchdog
 from unilab.envs.functional import FunctionalEnv
 from unilab.sim import BACKENDS, default_backend
@@ -277,6 +278,7 @@ class Prepared:
     lock: RunLock | None  # held by rank 0, the one rank that writes the run directory
     world: World
     launched: float  # perf_counter at the start of ``prepare``
+    startup: StartupClock  # seconds per start-up phase; the loop adds the pre-fill and the first iteration
     wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
     loop_before: float  # seconds of training loop, likewise
 
@@ -285,6 +287,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
     """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
     ``ValueError`` (one line) for bad input, before the first iteration."""
     launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
+    clock = StartupClock()
     world = World.from_env()  # every rank runs every check below, so bad input fails on each before any work
     device = resolve_device(cfg, world)
     check_inputs(cfg)
@@ -300,16 +303,20 @@ def prepare(cfg: TrainConfig) -> Prepared:
     probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
     check_memory(cfg, probe, device, world)
     world.start(torch.device(device), cfg.training.dist_timeout_s)
+    clock.device = torch.device(device)
     try:
         run_dir, lock, created = claim_for_world(cfg, world, None if ckpt is None else ckpt["iteration"])
     except BaseException:
         world.close()
         raise
     try:
+        clock.mark("checks")
         env = make_functional_env(
             cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
         )
+        clock.mark("env_build")
         trainer = OffPolicyTrainer(env, cfg.algo, world)
+        clock.mark("trainer_build", parts=trainer.runner.startup)
         if ckpt is not None:
             try:
                 trainer.load_state_dict(ckpt)
@@ -333,6 +340,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         lock=lock,
         world=world,
         launched=launched,
+        startup=clock,
         wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
         loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
     )
@@ -453,6 +461,8 @@ def _train(prepared: Prepared) -> RunSummary:
             health=dict(health),
             weights_digest=digest,
             ranks_in_sync=in_sync,
+            startup_sec=dict(prepared.startup.phases),
+            startup_total_sec=prepared.startup.total(),
         )
 
     def publish(result: RunSummary) -> None:
@@ -530,6 +540,7 @@ def _train(prepared: Prepared) -> RunSummary:
             while not trainer.ready and not stopping:  # replay pre-fill: not an iteration
                 trainer.collect()
                 stopping = stop.agreed(vote, check_point=False)
+            prepared.startup.mark("prefill")
             first = True
             while trainer.iteration < cfg.algo.max_iterations and not stopping:
                 trainer.collect()
@@ -538,6 +549,7 @@ def _train(prepared: Prepared) -> RunSummary:
                 trainer.iteration += 1
                 watchdog.beat()  # the first beat arms it: compiles and captures are behind us
                 if first:  # capture / first-update iteration: excluded from the tail rate
+                    prepared.startup.mark("first_iteration")
                     timer.start()
                     first = False
                 else:

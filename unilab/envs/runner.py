@@ -13,6 +13,7 @@ first. Bad actions are counted on device; ``check()`` raises at a host boundary.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -22,6 +23,12 @@ from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 
 Policy = Callable[[TensorDict], torch.Tensor]
+
+
+def _settle(device: torch.device) -> None:
+    """Wait for the device, so the one-off work queued so far is charged to the phase that queued it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class NonFiniteActionError(ValueError):
@@ -43,8 +50,12 @@ class EnvRunner:
         ``capture`` defaults to True on CUDA backends that support graph capture."""
         self.env = env
         self.policy = policy
+        began = time.perf_counter()
         self.rng = make_rng(seed, env.device)
         self.state = env.reset(self.rng)
+        _settle(env.device)
+        # Seconds of the one-off work done here (Warp kernel loads, compilation, capture), for start-up reports.
+        self.startup = {"env_reset": time.perf_counter() - began}
         self.action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
         self._fn = torch.compile(self._step_in_place, fullgraph=True) if compile else self._step_in_place
         if compile:
@@ -74,13 +85,18 @@ class EnvRunner:
         device = self.env.device
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
+        began = time.perf_counter()
         with torch.cuda.stream(side):
             for _ in range(warmup_steps):  # loads kernels, compiles, fills allocator pools
                 self._fn()
         torch.cuda.current_stream(device).wait_stream(side)
+        _settle(device)
+        captured = time.perf_counter()
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
             self._out = self._fn()
+        _settle(device)
+        self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
 
     def reset(self, seed: int) -> None:
         """Back to the state a new runner with ``seed`` starts from, in place, so a captured graph stays valid."""

@@ -1,0 +1,51 @@
+"""Where start-up time goes, from the process start to the first timed iteration.
+
+Start-up is what a user waits through on every run, and its parts move for different reasons (imports,
+the model build, Warp's kernel loads, torch.compile, graph capture, the replay pre-fill), so each is
+timed on its own. Marks synchronise the device: queued work is charged to the phase that queued it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux), i.e. interpreter start-up and imports so far."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as uptime:
+            up_s = float(uptime.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, up_s - started_ticks / os.sysconf("SC_CLK_TCK"))
+
+
+class StartupClock:
+    """Seconds per start-up phase, in the order they ran (``phases``)."""
+
+    def __init__(self, device: torch.device | str | None = None) -> None:
+        self.device = torch.device(device) if device is not None else None
+        self.phases: dict[str, float] = {}
+        before = process_age_s()
+        if before is not None:
+            self.phases["process_start_to_prepare"] = round(before, 3)
+        self._last = time.perf_counter()
+
+    def mark(self, phase: str, parts: dict[str, float] | None = None) -> None:
+        """Close ``phase``: the time since the previous mark, once the device has finished what it queued.
+        ``parts`` timed inside it are listed on their own, and ``phase`` keeps the rest."""
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        parts = parts or {}
+        self.phases[phase] = round(now - self._last - sum(parts.values()), 3)
+        self.phases.update({name: round(seconds, 3) for name, seconds in parts.items()})
+        self._last = now
+
+    def total(self) -> float:
+        return round(sum(self.phases.values()), 3)

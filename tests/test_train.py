@@ -193,7 +193,8 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.resume=''", "algo.resume must be a non-empty string, got ''"),
         ("training.keep_checkpoints=-1", "training.keep_checkpoints must be >= 0 (0 keeps all), got -1"),
         ("algo.weight_decay=-0.1", "algo.weight_decay must be >= 0, got -0.1"),
-        ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: no such file"),
+        ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: motion file not found"),
+        ("task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
@@ -203,6 +204,16 @@ def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, 
     err = capsys.readouterr().err
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:
+    from unilab.apps.train import check_inputs
+    from unilab.motion import DEFAULT_MOTION
+
+    library = tmp_path / "clips"
+    library.mkdir()
+    (library / "sway.npz").write_bytes(DEFAULT_MOTION.read_bytes())
+    check_inputs(compose_config(["task=g1_motion_tracking", f"task.motion_file={library}"]))  # accepted
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

@@ -61,6 +61,7 @@ from unilab.apps.run_dir import (
 from unilab.apps.startup import StartupClock
 from unilab.apps.watchdog import StallWatchdog
 from unilab.envs.functional import FunctionalEnv
+from unilab.motion import MotionFileError, motion_files
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env
 
@@ -156,8 +157,11 @@ def check_inputs(cfg: TrainConfig) -> None:
     """Files the config names must exist; checked first so a typo costs nothing."""
     if cfg.algo.resume and not Path(cfg.algo.resume).is_file():
         raise ValueError(f"algo.resume={cfg.algo.resume}: no such checkpoint file")
-    if cfg.task.motion_file and not Path(cfg.task.motion_file).is_file():
-        raise ValueError(f"task.motion_file={cfg.task.motion_file}: no such file")
+    if cfg.task.motion_file:
+        try:
+            motion_files(cfg.task.motion_file)
+        except (FileNotFoundError, MotionFileError) as exc:
+            raise ValueError(f"task.motion_file={cfg.task.motion_file}: {exc}") from None
 
 
 def task_overrides(cfg: TrainConfig) -> dict[str, Any]:

@@ -243,20 +243,38 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
         assert "--device cuda but CUDA is not available on this machine" in capsys.readouterr().err
 
 
-def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(tiny_run: Path) -> None:
-    from unilab.apps.eval import PUSH_EVERY_S, suite_overrides
+def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(tiny_run: Path, tmp_path: Path) -> None:
+    from unilab.apps.eval import SUITES, suite_overrides
 
-    pushed = make_functional_env(
-        "g1_walk_flat", sim="mujoco", num_envs=2, **suite_overrides("g1_walk_flat", "push", {})
-    )
-    assert pushed.events.intervals["eval_push"].interval_s == PUSH_EVERY_S
-    nominal = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2)
-    finer = make_functional_env(
-        "g1_walk_flat", sim="mujoco", num_envs=2, **suite_overrides("g1_walk_flat", "finer_physics", {})
-    )
+    def built(suite: str):
+        overrides = suite_overrides("g1_walk_flat", suite, {})
+        return make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2, **overrides)
+
+    nominal = built("nominal")
+    pushed = built("push")
+    assert pushed.events.intervals["push"].interval_s == (2.0, 4.0)
+    assert pushed.task.events["push"].params == {"speed_range": (0.5, 1.0)}
+    friction = built("friction")
+    assert friction.sim.params == ("geom_friction",)
+    assert friction.task.events["friction"].params == {"friction_range": (0.3, 1.2)}
+    payload = built("payload")
+    assert payload.sim.params == ("body_mass", "body_inertia")
+    assert payload.task.events["mass"].params["payload_range"] == (0.0, 3.0)
+    latency = built("latency")
+    assert latency.task.events["latency"].params["latency_s"] == pytest.approx((0.0, nominal.ctx.dt))
+    finer = built("finer_physics")
     assert finer.sim.model.opt.timestep == pytest.approx(nominal.sim.model.opt.timestep / 2)
     assert finer.ctx.dt == pytest.approx(nominal.ctx.dt)  # the same control period
-    for suite in ("push", "finer_physics"):
-        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--num-envs", "3", "--episode-s", "0.2", "--suite", suite])
-        data = _check_summary(tiny_run / f"eval_summary_{suite}.json", "checkpoint")
-        assert data["suite"] == suite
+    assert not nominal.sim.params and set(nominal.task.events) == {"root_pose", "pd_gains"}
+
+    checkpoint = str(tiny_run / "model_3.pt")
+    results = main(["--checkpoint", checkpoint, "--num-envs", "3", "--episode-s", "0.2", "--suite", "all"])
+    assert list(results) == list(SUITES)
+    for suite in SUITES:
+        name = SUMMARY_NAME if suite == "nominal" else f"eval_summary_{suite}.json"
+        data = _check_summary(tiny_run / name, "checkpoint")
+        assert data["suite"] == suite and results[suite]["fall_rate"] == data["fall_rate"]
+    series = ["--checkpoint", checkpoint, str(tiny_run / "model_2.pt"), "--out", str(tmp_path)]
+    main([*series, "--num-envs", "2", "--episode-s", "0.1", "--suite", "latency"])
+    assert (tmp_path / "eval_series_latency.json").is_file()
+    assert (tmp_path / "eval_summary_model_2_latency.json").is_file()

@@ -9,6 +9,10 @@ first episode only (an ``active`` mask), kinematic errors are read from the post
 *not* end on that step (their state is the true post-step state), and the ending step itself contributes only
 through the transition (termination cause and episode length). The terminal step's kinematics are thus left
 out of the error means: a one-step omission, chosen over re-deriving terminal physics the env does not expose.
+
+A task may name several ways to start the episodes (``EvalMetrics.starts``, e.g. tracking's ``from_start`` and
+``adaptive_start``): each gets its own rollout and its own section of the summary, the first heads it and is judged
+by the thresholds. ``EvalMetrics.groups`` add figures per group of envs (tracking: per clip).
 """
 
 from __future__ import annotations
@@ -30,10 +34,9 @@ from unilab.apps.resources import InsufficientMemoryError, check_fits
 from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.randomization import Randomization, randomize
 from unilab.envs.runner import EnvRunner
-from unilab.managers.terms import EventTerm
-from unilab.mdp import events
-from unilab.motion import MotionFileError
+from unilab.motion import MotionFileError, motion_files
 from unilab.sim import load_model
 from unilab.tasks.metrics import episode_lengths
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env, make_task
@@ -71,10 +74,12 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
     step with the policy as one CUDA graph (torch policies on CUDA only), then rewinds to the seeded start.
     """
     n, dev = env.num_envs, env.device
-    read = metrics_of(env.task.name).readings
+    metrics = metrics_of(env.task.name)
+    read = metrics.readings
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed, capture=capture)
     if capture:
         runner.reset(seed)  # the capture's warm-up stepped the envs
+    groups = {name: split(env, runner.state) for name, split in metrics.groups.items()}
     running = torch.ones(n, dtype=torch.bool, device=dev)
     failed = torch.zeros(n, dtype=torch.bool, device=dev)
     length = torch.full((n,), env.ctx.max_episode_steps, dtype=torch.int64, device=dev)
@@ -92,13 +97,37 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         if not running.any():
             break
     readings = {k: torch.stack([s[k] for s in steps]) for k in steps[0]} if steps else {}
-    return {"readings": readings, "active": torch.stack(actives), "failed": failed, "length": length}
+    return {
+        "readings": readings,
+        "active": torch.stack(actives),
+        "failed": failed,
+        "length": length,
+        "groups": groups,
+    }
 
 
-def score(env: FunctionalEnv, data: dict[str, Any]) -> dict[str, float]:
-    return metrics_of(env.task.name).score(
-        **data["readings"], active=data["active"], failed=data["failed"], episode_length=data["length"], dt=env.ctx.dt
+def _score_envs(env: FunctionalEnv, data: dict[str, Any], envs: torch.Tensor) -> dict[str, Any]:
+    """The task's figures over the envs ``envs`` (N,) selects; only a count where it selects none."""
+    count = int(envs.sum())
+    if count == 0:
+        return {"num_envs": 0}
+    figures = metrics_of(env.task.name).score(
+        **{key: value[:, envs] for key, value in data["readings"].items()},
+        active=data["active"][:, envs],
+        failed=data["failed"][envs],
+        episode_length=data["length"][envs],
+        dt=env.ctx.dt,
     )
+    return {"num_envs": count, **figures}
+
+
+def score(env: FunctionalEnv, data: dict[str, Any]) -> dict[str, Any]:
+    """The task's figures over all envs, then under each of its groupings the figures of every group."""
+    every = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    result = {k: v for k, v in _score_envs(env, data, every).items() if k != "num_envs"}
+    for name, groups in data["groups"].items():
+        result[name] = {group: _score_envs(env, data, envs) for group, envs in groups.items()}
+    return result
 
 
 # -- policies ---------------------------------------------------------------------------------------------
@@ -192,8 +221,10 @@ def policy_source(
         raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
     overrides: dict[str, Any] = {"obs_noise": False}
     if saved_task.get("name") == task and saved_task.get("motion_file"):
-        if not Path(saved_task["motion_file"]).is_file():
-            raise EvalError(f"the motion file the policy was trained on is gone: {saved_task['motion_file']}")
+        try:
+            motion_files(saved_task["motion_file"])
+        except FileNotFoundError as exc:
+            raise EvalError(f"the motion the policy was trained on is gone: {exc}") from None
         overrides["motion_file"] = saved_task["motion_file"]
     return ckpt, task, overrides
 
@@ -227,24 +258,41 @@ def evaluate(
     """Score a policy on ``num_envs`` seeded first episodes and write ``summary_name`` (``eval_summary.json``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
-    come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set.
+    come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set. A task
+    with named starts (``EvalMetrics.starts``) is scored once per start; the first heads the summary.
     ``suite`` adds a perturbation (``SUITES``) to those conditions.
     """
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
-    overrides = suite_overrides(task, suite, overrides)
+    starts = metrics_of(task).starts
+    own_reset = {"reset": {}}  # a task without named starts: its env's own reset, scored once
+    runs = {name: suite_overrides(task, suite, {**overrides, **args}) for name, args in (starts or own_reset).items()}
     if suite != "nominal":  # beside the nominal summary, not over it
         summary_name = summary_name.replace(".json", f"_{suite}.json")
-    check_memory(task, overrides, num_envs, device, record=True)
-    env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **overrides)
-    policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
-    # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
-    capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
-    data = rollout(env, policy, seed, capture=capture)
+    for run_overrides in runs.values():
+        check_memory(task, run_overrides, num_envs, device, record=True)
+    figures, policy = {}, None
+    for name, run_overrides in runs.items():
+        env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
+        if policy is None:
+            policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
+        # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
+        capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
+        data = rollout(env, policy, seed, capture=capture)
+        figures[name] = {
+            **score(env, data),
+            "steps": int(data["active"].shape[0]),
+            "episode_length_s": env.task.episode_length_s,
+        }
+    primary = next(iter(runs))
+    # The primary start's own figures head the summary (thresholds, tables and series read them there); with named
+    # starts its breakdowns stay in its section, beside the other starts'.
+    head = {k: v for k, v in figures[primary].items() if not (starts and isinstance(v, dict))}
     source = Path(checkpoint if checkpoint is not None else onnx).resolve()
     result = {
-        **score(env, data),
+        **head,
+        **({"primary_start": primary, **figures} if starts else {}),
         "task": task,
         "sim": sim,
         "suite": suite,
@@ -254,8 +302,6 @@ def evaluate(
         "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
         "num_envs": num_envs,
         "seed": seed,
-        "steps": int(data["active"].shape[0]),
-        "episode_length_s": env.task.episode_length_s,
         "control_dt": env.ctx.dt,
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
@@ -266,29 +312,46 @@ def evaluate(
 
 
 # Perturbations an eval can add to the training conditions, each a change to the task config.
-SUITES = ("nominal", "push", "finer_physics")
-PUSH_SPEED = 1.0  # m/s, drawn U(-1, 1) per horizontal axis
-PUSH_EVERY_S = (2.0, 4.0)
+SUITES = ("nominal", "push", "friction", "payload", "latency", "finer_physics")
+SUITE_HELP = (
+    "push: shoves of 0.5-1 m/s every 2-4 s; friction: floor friction 0.3-1.2; payload: 0-3 kg on the torso; "
+    "latency: actuation delay of 0 to one control step; finer_physics: half the physics step (sim-to-sim)"
+)
+PUSHES = Randomization(push_speed=(0.5, 1.0), push_every_s=(2.0, 4.0))
+FRICTION = Randomization(friction=(0.3, 1.2))
+PAYLOAD = Randomization(payload_kg=(0.0, 3.0))
 
 
 def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` plus the task-config changes of ``suite``:
+    """``overrides`` plus the task-config changes of ``suite`` (``SUITE_HELP``), drawn per env at every reset:
 
-    - ``push``: shoves of up to 1 m/s per horizontal axis every 2 to 4 s, as an interval event;
+    - ``push``: shoves of 0.5 to 1 m/s in a random horizontal direction every 2 to 4 s, as an interval event;
+    - ``friction``: every contact's friction U(0.3, 1.2) (the G1's feet have 0.6);
+    - ``payload``: U(0, 3) kg added to the robot's payload body (the G1's torso, 7.8 kg of 33 kg);
+    - ``latency``: actions reach the motors U(0, one control step) late, in whole physics substeps;
     - ``finer_physics``: half the physics step and twice the substeps (the same control period), a
       sim-to-sim check that the policy does not lean on the training step size.
+
+    A suite's event replaces the task's own of the same kind (a randomised task's friction, say), so each
+    suite measures its condition alone.
     """
     if suite == "nominal":
         return overrides
     base = make_task(task, **overrides)
-    if suite == "push":
-        shove = EventTerm(events.push_root, {"velocity_range": PUSH_SPEED}, interval_s=PUSH_EVERY_S)
-        return {**overrides, "events": {**base.events, "eval_push": shove}}
+    timestep = base.physics.timestep or load_model(base.scene).opt.timestep
     if suite == "finer_physics":
-        timestep = base.physics.timestep or load_model(base.scene).opt.timestep
         finer = dataclasses.replace(base.physics, timestep=timestep / 2, substeps=base.physics.substeps * 2)
         return {**overrides, "physics": finer}
-    raise EvalError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
+    ranges = {
+        "push": PUSHES,
+        "friction": FRICTION,
+        "payload": PAYLOAD,
+        "latency": Randomization(latency_s=(0.0, timestep * base.physics.substeps)),
+    }
+    if suite not in ranges:
+        raise EvalError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
+    perturbed = randomize(base, ranges[suite])
+    return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
 
 
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
@@ -302,7 +365,8 @@ def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
 
 def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
-    time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``."""
+    time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
+    (``eval_series_<suite>.json`` under a suite other than nominal)."""
     results = [
         evaluate(path, None, out=out, summary_name=f"eval_summary_{Path(path).stem}.json", **kwargs)
         for path in checkpoints
@@ -316,14 +380,25 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         if first is None
         else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec")},
     }
-    target = (Path(out) if out is not None else Path(checkpoints[0]).resolve().parent) / SERIES_NAME
+    suite = results[0]["suite"]
+    name = SERIES_NAME if suite == "nominal" else SERIES_NAME.replace(".json", f"_{suite}.json")
+    target = (Path(out) if out is not None else Path(checkpoints[0]).resolve().parent) / name
     write_json_atomic(target, series)
     series["summary_path"] = str(target)
     return series
 
 
 def format_table(result: dict[str, Any]) -> str:
-    rows = [(k, v) for k, v in result.items() if isinstance(v, float) and k not in ("episode_length_s", "control_dt")]
+    """The summary's figures, one a row; a start other than the primary one adds its own, prefixed by its name."""
+
+    def figures(section: dict[str, Any]) -> list[tuple[str, float]]:
+        return [
+            (k, v) for k, v in section.items() if isinstance(v, float) and k not in ("episode_length_s", "control_dt")
+        ]
+
+    primary = result.get("primary_start")
+    others = [k for k, v in result.items() if primary and isinstance(v, dict) and k != primary]
+    rows = figures(result) + [(f"{name}.{k}", v) for name in others for k, v in figures(result[name])]
     width = max(len(k) for k, _ in rows)
     head = f"eval {result['task']} ({result['num_envs']} envs, seed {result['seed']}, {result['steps']} steps)"
     return "\n".join([head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)])
@@ -349,9 +424,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
     parser.add_argument(
         "--suite",
-        default="nominal",
-        choices=SUITES,
-        help="push: shoves of up to 1 m/s every 2-4 s; finer_physics: half the physics step (sim-to-sim)",
+        nargs="+",
+        default=["nominal"],
+        choices=(*SUITES, "all"),
+        metavar="SUITE",
+        help=f"one or more of {', '.join(SUITES)}, or all; each writes eval_summary_<suite>.json (nominal: the plain "
+        "eval_summary.json); " + SUITE_HELP,
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
@@ -364,12 +442,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fail(parser.prog, f"--device {device!r} is not a torch device ({exc})")
     if kind == "cuda" and not torch.cuda.is_available():
         fail(parser.prog, f"--device {device} but CUDA is not available on this machine")
-    common = dict(
-        sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s, suite=args.suite
-    )
+    common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
+    suites = list(SUITES) if "all" in args.suite else list(dict.fromkeys(args.suite))
+    results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}
+    return results[suites[0]] if len(suites) == 1 else results
+
+
+def _evaluate_suite(prog: str, args: argparse.Namespace, suite: str, common: dict[str, Any]) -> dict[str, Any]:
+    """One suite of ``unilab eval``: the summary (or series) of the policy under it, printed and returned."""
     try:
         if args.checkpoint is not None and len(args.checkpoint) > 1:
-            series = evaluate_series(args.checkpoint, out=args.out, task=args.task, **common)
+            series = evaluate_series(args.checkpoint, out=args.out, task=args.task, suite=suite, **common)
             for result in series["results"]:
                 wall = result["train_wall_time_sec"]
                 print(f"iteration {result['iteration']}, {wall if wall is None else round(wall)} s of training:")
@@ -378,9 +461,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"summary: {series['summary_path']}")
             return series
         checkpoint = args.checkpoint[0] if args.checkpoint is not None else None
-        result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, **common)
+        result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, suite=suite, **common)
     except (EvalError, CheckpointError, MotionFileError, InsufficientMemoryError) as exc:
-        fail(parser.prog, exc)
+        fail(prog, exc)
     print(format_table(result))
     print(f"summary: {result['summary_path']}")
     return result

@@ -10,14 +10,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-import mujoco
 import numpy as np
 import pytest
 import torch
 from test_motion import TENSOR_KEYS, _format_b
 
 from unilab.motion import DEFAULT_MOTION, load_motions
-from unilab.robots import g1
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fetch_motions.py"
 
@@ -30,17 +28,6 @@ def script():
     spec.loader.exec_module(module)
     yield module
     del sys.modules[spec.name]
-
-
-@pytest.fixture(scope="module")
-def model() -> mujoco.MjModel:
-    return g1.load_model()
-
-
-@pytest.fixture(scope="module")
-def raw() -> dict[str, np.ndarray]:
-    with np.load(DEFAULT_MOTION) as archive:
-        return {key: archive[key] for key in archive.files}
 
 
 def _npz(arrays: dict[str, np.ndarray]) -> bytes:

@@ -13,7 +13,6 @@ import torch
 from unilab.core.math import quat_rotate, quat_rotate_inverse
 from unilab.motion import CONTROL_FPS, DEFAULT_MOTION, MotionClips, MotionFileError, load_motions
 from unilab.motion.reference import generate_reference_clip
-from unilab.robots import g1
 from unilab.robots.g1 import BODY_NAMES, DEFAULT_JOINT_POS, JOINT_NAMES
 
 FRAMES = 501  # 10 s at 50 Hz, both ends included
@@ -29,17 +28,6 @@ def rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 TENSOR_KEYS = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
-
-
-@pytest.fixture(scope="module")
-def model() -> mujoco.MjModel:
-    return g1.load_model()
-
-
-@pytest.fixture(scope="module")
-def raw() -> dict[str, np.ndarray]:
-    with np.load(DEFAULT_MOTION) as archive:
-        return {key: archive[key] for key in archive.files}
 
 
 @pytest.fixture(scope="module")

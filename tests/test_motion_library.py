@@ -18,7 +18,6 @@ from unilab.core.rng import advance, make_rng
 from unilab.managers.managers import apply_updates
 from unilab.motion import DEFAULT_MOTION, MotionFileError, load_motions, motion_files
 from unilab.motion import loader as motion_loader
-from unilab.robots import g1
 from unilab.tasks.g1_motion_tracking import terms as tracking
 from unilab.tasks.registry import make_functional_env
 
@@ -42,11 +41,6 @@ def write_library(directory: Path, slices: dict[str, tuple[int, int, float]] = S
     for name, (first, end, shift) in slices.items():
         write_clip(directory / f"{name}.npz", first, end, shift)
     return directory
-
-
-@pytest.fixture(scope="module")
-def model() -> mujoco.MjModel:
-    return g1.load_model()
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,6 @@ import pytest
 from unilab.robots import g1
 
 
-@pytest.fixture(scope="module")
-def model() -> mujoco.MjModel:
-    return g1.load_model()
-
-
 def test_sizes_and_mass(model: mujoco.MjModel) -> None:
     assert (model.nbody, model.nq, model.nv, model.nu) == (31, 36, 35, 29)
     assert model.body_mass.sum() == pytest.approx(33.34, abs=0.01)

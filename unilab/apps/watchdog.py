@@ -9,11 +9,11 @@ blocked main thread can neither be interrupted nor trusted to reach its own clea
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -62,8 +62,7 @@ class StallWatchdog:
                 continue
             message = f"no training iteration completed in {self.timeout_s:g} s: the GPU or another rank is stuck"
             if self.stacks_path is not None:
-                with open(self.stacks_path, "w") as stacks:
-                    faulthandler.dump_traceback(stacks, all_threads=True)
+                write_stacks(self.stacks_path)
                 message += f" (thread stacks: {self.stacks_path})"
             try:
                 self.on_stall(message)
@@ -71,3 +70,14 @@ class StallWatchdog:
                 print(f"train: error: {message}", file=sys.stderr, flush=True)
                 self._exit(STALL_EXIT_CODE)
             return
+
+
+def write_stacks(path: Path) -> None:
+    """Every Python thread's stack, the main thread's first: that is where the loop is blocked."""
+    frames = sys._current_frames()
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    main = threading.main_thread().ident
+    with open(path, "w") as out:
+        for ident in sorted(frames, key=lambda ident: ident != main):
+            out.write(f"Thread {names.get(ident, ident)} (most recent call last):\n")
+            out.write("".join(traceback.format_stack(frames[ident])) + "\n")

@@ -448,3 +448,31 @@ def test_a_logger_that_cannot_run_is_refused_before_any_work(tmp_path: Path, cap
         err = capsys.readouterr().err
         assert "training.logger" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
+def test_a_long_run_holds_its_open_files_and_memory_flat(tmp_path: Path, monkeypatch) -> None:
+    """Log points, checkpoints and their pruning every few iterations: what a run holds stops growing."""
+    from torchrl_ext.trainer import OffPolicyTrainer
+
+    def held() -> tuple[int, int]:
+        status = Path("/proc/self/status").read_text().splitlines()
+        rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+        return len(list(Path("/proc/self/fd").iterdir())), rss_kib
+
+    samples: dict[int, tuple[int, int]] = {}
+    update = OffPolicyTrainer.update
+
+    def sampled_update(self):
+        if self.iteration in (100, 400):
+            samples[self.iteration] = held()
+        return update(self)
+
+    monkeypatch.setattr(OffPolicyTrainer, "update", sampled_update)
+    extra = ["algo.max_iterations=401", "algo.save_interval=20", "training.keep_checkpoints=2"]
+    summary = run(compose_config(tiny(tmp_path, "mujoco", *extra, "training.export_onnx=false")))
+    assert summary.status == "completed"
+    (fds_early, rss_early), (fds_late, rss_late) = samples[100], samples[400]
+    assert fds_late <= fds_early
+    assert rss_late - rss_early < 64 * 1024  # KiB; a leak per iteration would show over 300 of them
+    assert len(list((tmp_path / "run").glob("model_*.pt"))) == 2

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.test_train import tiny
 from unilab.apps.watchdog import STALL_EXIT_CODE, StallWatchdog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,14 +39,14 @@ def test_watchdog_fires_only_once_armed_and_starved(tmp_path: Path) -> None:
     assert str(stacks) in messages[0] and dump.startswith("Thread MainThread") and "fired.wait" in dump
 
 
-# The 4th update blocks forever, as an update replay on a wedged GPU would.
+# The 12th update blocks forever, as an update replay on a wedged GPU would.
 STALLING_RUN = """
 import sys, threading
 from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps.train import main
 update = OffPolicyTrainer.update
 def stalling_update(self):
-    if self.iteration == 3:
+    if self.iteration == 11:
         threading.Event().wait()
     return update(self)
 OffPolicyTrainer.update = stalling_update
@@ -55,22 +56,7 @@ main(sys.argv[1:])
 
 def test_a_stalled_run_ends_with_an_error_and_keeps_what_it_saved(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    overrides = [
-        "sim=mujoco",
-        "algo.num_envs=4",
-        "algo.batch_size=8",
-        "algo.learning_starts=2",
-        "algo.updates_per_step=1",
-        "algo.critic_hidden=[16]",
-        "algo.actor_hidden=[16]",
-        "algo.max_iterations=50",
-        "algo.save_interval=2",
-        "training.log_interval=1",
-        "training.progress=false",
-        "training.no_play=true",
-        "training.stall_timeout_s=2",
-        f"training.log_dir={run_dir}",
-    ]
+    overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=50", "training.stall_timeout_s=2")
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", STALLING_RUN, *overrides], cwd=REPO, capture_output=True, text=True, timeout=120
@@ -81,6 +67,6 @@ def test_a_stalled_run_ends_with_an_error_and_keeps_what_it_saved(tmp_path: Path
     assert len(errors) == 1 and "no training iteration completed in 2 s" in errors[0]
     summary = json.loads((run_dir / "run_summary.json").read_text())
     assert summary["status"] == "failed" and "no training iteration completed" in summary["error"]
-    assert summary["completed_iterations"] == 3
-    assert (run_dir / "model_2.pt").exists()
+    assert summary["completed_iterations"] == 11
+    assert (run_dir / "model_10.pt").exists()
     assert "stalling_update" in (run_dir / "stall_stacks.txt").read_text()

@@ -28,8 +28,9 @@ def process_age_s() -> float | None:
 class StartupClock:
     """Seconds per start-up phase, in the order they ran (``phases``)."""
 
-    def __init__(self, device: torch.device | str | None = None) -> None:
-        self.device = torch.device(device) if device is not None else None
+    def __init__(self) -> None:
+        # Set once the run's device is known; from then on every mark waits for it.
+        self.device: torch.device | None = None
         self.phases: dict[str, float] = {}
         before = process_age_s()
         if before is not None:

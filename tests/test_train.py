@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import onnxruntime as ort
@@ -315,9 +317,9 @@ def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -
     from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
 
-    sizes = ["algo.num_envs=1024", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
+    sizes = ["algo.num_envs=256", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
     cfg = compose_config(["sim=mjwarp", *sizes, "algo.compile=false", "algo.overlap_updates=true"]).algo
-    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=1024, device="cuda"), cfg)
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=256, device="cuda"), cfg)
     assert trainer.capture and trainer.concurrent and trainer._env_stream is not None
     while not trainer.ready:
         trainer.collect()
@@ -358,6 +360,34 @@ def test_train_on_cuda_captures_env_and_updates(tmp_path: Path) -> None:
     assert summary.status == "completed"
     assert summary.tail_iteration_count == 20 and summary.tail_env_steps_per_sec > 0
     assert summary.total_env_steps == (30 + 4) * 256
+
+
+@pytest.mark.gpu
+def test_env_step_beside_the_updates_at_a_small_batch_runs_to_the_end(tmp_path: Path) -> None:
+    """256 envs, batch 1024, a log point every 5 iterations: the size at which the env step's graph replaying
+    beside the update block's wedged the GPU within 100 iterations while both were recorded on torch's one
+    shared capture stream (and so shared a cuBLAS workspace). A child process under the stall watchdog, so a
+    wedge fails the test with exit code 3 instead of hanging the suite."""
+    overrides = [
+        "sim=mjwarp",
+        "algo.num_envs=256",
+        "algo.batch_size=1024",
+        "algo.replay_buffer_n=16",
+        "algo.learning_starts=2",
+        "algo.compile=false",
+        "algo.max_iterations=600",
+        "training.log_interval=5",
+        "training.stall_timeout_s=60",
+        "training.progress=false",
+        "training.no_play=true",
+        "training.export_onnx=false",
+        f"training.log_dir={tmp_path / 'run'}",
+    ]
+    command = [sys.executable, "-c", "from unilab.apps.train import main; main()", *overrides]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["completed_iterations"] == 600
 
 
 def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytest.CaptureFixture) -> None:

@@ -105,15 +105,6 @@ class IterationTimer:
         ]
 
 
-# Fewest envs at which the env step's graph runs beside the update block's. Below it the two graphs replayed
-# on two streams wedge the H200 within a few iterations (torch 2.11, warp 1.19, mujoco_warp 4.0: a kernel keeps
-# the GPU at 100 % and the host blocks in the next launch), at 256 and 512 envs, and never at 1024 or 2048 envs
-# in the same stress loop, nor with one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1). Which kernel spins is not
-# known; below the bound the env step waits for the updates instead, which costs little where env and updates
-# are both short.
-CONCURRENT_MIN_ENVS = 1024
-
-
 @dataclass
 class LogPoint:
     """What one log point reports, copied to host memory behind the iteration it closes.
@@ -147,9 +138,8 @@ class OffPolicyTrainer:
     Each iteration is three steps: the env step (``runner``), ``record`` (replay write at a device-side cursor,
     episode statistics, normalisers, acting-policy refresh) and ``update``. On CUDA each is one CUDA graph. With
     ``cfg.overlap_updates`` the env acts with a copy of the actor refreshed at every ``record``, i.e. with the
-    weights from before the latest update block (a policy lag of one iteration), so on CUDA, from
-    ``CONCURRENT_MIN_ENVS`` envs up (``concurrent``), its step runs on its own stream while the updates of
-    iteration i do. Everything that touches the
+    weights from before the latest update block (a policy lag of one iteration), so on CUDA its step runs
+    on its own stream while the updates of iteration i do (``concurrent``). Everything that touches the
     replay buffer stays on the learner stream, so sampling never races a write.
 
     With several ranks (``world``) each rank runs this loop on its own envs and replay shard, with its own env,
@@ -189,8 +179,10 @@ class OffPolicyTrainer:
         self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
         self._graph_out: dict[str, TensorDict | None] = {}
         self._transition: TensorDict | None = None
-        # The policy lag of ``overlap_updates`` holds at every size; running the two graphs at once only from here.
-        self.concurrent = self.capture and cfg.overlap_updates and env.num_envs >= CONCURRENT_MIN_ENVS
+        self.concurrent = self.capture and cfg.overlap_updates
+        # Record and update graphs are recorded on this stream, the env step on the runner's: graphs that replay
+        # at the same time must not share a capture stream, whose cuBLAS workspace they would share (EnvRunner).
+        self._capture_stream = torch.cuda.Stream(dev) if self.capture else None
         self._env_stream = torch.cuda.Stream(dev) if self.concurrent else None
         self._stepped = torch.cuda.Event() if self.concurrent else None
         self._recorded = torch.cuda.Event() if self.concurrent else None
@@ -218,14 +210,14 @@ class OffPolicyTrainer:
             graph.replay()
             return self._graph_out[name]
         current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):  # the warm-up call is this iteration's real work
+        own = self._capture_stream
+        own.wait_stream(current)
+        with torch.cuda.stream(own):  # the warm-up call is this iteration's real work
             out = fn()
-        current.wait_stream(side)
+        current.wait_stream(own)
         graph = self._graphs[name] = torch.cuda.CUDAGraph()
         graph.register_generator_state(self._replay_rng)  # the update graph samples replay rows from it
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=own):
             self._graph_out[name] = fn()
         return out
 

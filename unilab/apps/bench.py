@@ -58,7 +58,7 @@ def _captured(step: Callable[[], None], device: torch.device) -> Callable[[], No
             step()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):  # its own stream, so its own cuBLAS workspace (see EnvRunner)
         step()
     return graph.replay
 

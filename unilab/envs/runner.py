@@ -83,17 +83,21 @@ class EnvRunner:
 
     def _capture(self, warmup_steps: int) -> None:
         device = self.env.device
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
+        # The graph is recorded on the runner's own stream, not torch's shared capture stream: cuBLAS workspaces
+        # are cached per stream, and a graph bakes in the one it was recorded with. Graphs recorded on the same
+        # stream that replay at the same time (this step beside a trainer's updates) would share that scratch
+        # memory, and on an H200 that wedged the GPU in a GEMM that never finished.
+        own = torch.cuda.Stream(device)
+        own.wait_stream(torch.cuda.current_stream(device))
         began = time.perf_counter()
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(own):
             for _ in range(warmup_steps):  # loads kernels, compiles, fills allocator pools
                 self._fn()
-        torch.cuda.current_stream(device).wait_stream(side)
+        torch.cuda.current_stream(device).wait_stream(own)
         _settle(device)
         captured = time.perf_counter()
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        with torch.cuda.graph(self._graph, stream=own):
             self._out = self._fn()
         _settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)

@@ -70,3 +70,28 @@ def test_a_stalled_run_ends_with_an_error_and_keeps_what_it_saved(tmp_path: Path
     assert summary["completed_iterations"] == 11
     assert (run_dir / "model_10.pt").exists()
     assert "stalling_update" in (run_dir / "stall_stacks.txt").read_text()
+
+
+# The 4th update dereferences a null pointer, as a crash inside a native library would.
+CRASHING_RUN = """
+import ctypes, sys
+from torchrl_ext.trainer import OffPolicyTrainer
+from unilab.apps.train import main
+update = OffPolicyTrainer.update
+def crashing_update(self):
+    if self.iteration == 3:
+        ctypes.string_at(0)
+    return update(self)
+OffPolicyTrainer.update = crashing_update
+main(sys.argv[1:])
+"""
+
+
+def test_a_crash_in_native_code_names_the_call_and_keeps_what_was_saved(tmp_path: Path) -> None:
+    overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=50", "algo.save_interval=2")
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_RUN, *overrides], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode < 0 or done.returncode > 128  # died of the signal
+    assert "Fatal Python error: Segmentation fault" in done.stderr and "crashing_update" in done.stderr
+    assert (tmp_path / "run" / "model_2.pt").exists()

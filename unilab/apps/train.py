@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import difflib
+import faulthandler
 import json
 import os
 import signal
@@ -696,6 +697,9 @@ def lost_rank(prog: str, exc: RankLost) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
+    # A crash in native code (CUDA, Warp, MuJoCo) would otherwise end the run without a word: print the Python
+    # stack of every thread first, so the failing call is named.
+    faulthandler.enable()
     parser = argparse.ArgumentParser(
         prog="train",
         usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",

@@ -197,6 +197,12 @@ class OffPolicyTrainer:
         self._term_steps = 0
 
     @property
+    def graphs(self) -> dict[str, torch.cuda.CUDAGraph]:
+        """The recorded graphs of one iteration, in the order it runs them (empty until recorded), for profilers."""
+        env_step = {} if self.runner.graph is None else {"env_step": self.runner.graph}
+        return {**env_step, **self._graphs}
+
+    @property
     def loss(self):
         return self.learner.loss
 

@@ -1,7 +1,8 @@
 """Throughput benchmarks; each prints one JSON line per configuration.
 
-``physics`` and ``env`` are diagnostics. ``train`` runs the canonical end-to-end workloads (docs/benchmarks.md), the
-acceptance gate, each in a fresh process and repeated, and reports what each run's ``run_summary.json`` says.
+``physics``, ``env``, ``drift`` and ``profile`` are diagnostics. ``train`` runs the canonical end-to-end workloads
+(docs/benchmarks.md), the acceptance gate, each in a fresh process and repeated, and reports what each run's
+``run_summary.json`` says.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _stand(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
+def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
     """A state with every world at the stand keyframe and a small random root velocity, so worlds differ."""
     gen = torch.Generator().manual_seed(seed)
     n, model = backend.num_worlds, backend.model
@@ -49,7 +50,7 @@ def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.devi
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def _captured(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
+def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
     """Record ``step`` in a CUDA graph (warm-up on a side stream first) and return its replay."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -67,7 +68,7 @@ def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, confi
     backend = make_backend(sim, g1.load_model(), num_envs, device=device, config=config)
     dev = backend.device
     ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=dev).expand(num_envs, -1).contiguous()
-    state = _stand(backend, seed=0)
+    state = stand_state(backend, seed=0)
 
     def step() -> None:
         backend.step_(state, ctrl)
@@ -76,8 +77,8 @@ def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, confi
     eager = _rate(step, steps, num_envs, dev)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
-        state = _stand(backend, seed=0)
-        replay = _captured(step, dev)
+        state = stand_state(backend, seed=0)
+        replay = capture_replay(step, dev)
         captured = _rate(replay, steps, num_envs, dev)
     backend.check_capacity()
     return {
@@ -295,7 +296,28 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--sim", choices=BACKENDS, default=None)
     train.add_argument("--log-root", type=Path, default=None, help="run directories (default: a temporary one)")
     train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
+    prof = sub.add_parser("profile", help="kernels and busy time of each CUDA graph of a canonical iteration")
+    prof.add_argument("--workload", choices=list(CANONICAL_WORKLOADS), default="sac")
+    prof.add_argument("--num-envs", type=int, default=2048)
+    prof.add_argument("--replays", type=int, default=50, help="replays per timing and per kernel trace")
+    prof.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
+    prof.add_argument("overrides", nargs="*", help="Hydra overrides applied after the workload's")
     args = parser.parse_args(argv)
+    if args.bench == "profile":
+        from unilab.apps.attribution import attribution_table, bench_profile
+
+        if args.num_envs < 1 or args.replays < 1:
+            parser.error(f"--num-envs and --replays must be >= 1, got {args.num_envs} and {args.replays}")
+        try:
+            result = bench_profile(args.workload, args.num_envs, args.replays, args.overrides)
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(json.dumps(result), flush=True)
+        table = attribution_table(result)
+        print(table)
+        if args.out is not None:
+            args.out.write_text(table + "\n")
+        return
     sim = args.sim or default_backend()
     if args.bench == "train":
         workloads = args.workloads.split(",")

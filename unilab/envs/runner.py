@@ -102,6 +102,11 @@ class EnvRunner:
         _settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
 
+    @property
+    def graph(self) -> torch.cuda.CUDAGraph | None:
+        """The recorded env step (None until captured, or where nothing is), for profilers."""
+        return self._graph
+
     def reset(self, seed: int) -> None:
         """Back to the state a new runner with ``seed`` starts from, in place, so a captured graph stays valid."""
         self.rng.copy_(make_rng(seed, self.env.device))

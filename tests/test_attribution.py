@@ -1,0 +1,122 @@
+"""`unilab bench profile`: kernel families, busy time, the table; the full run on CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from unilab.apps.attribution import (
+    Kernel,
+    attribution_table,
+    busy_us,
+    kernel_family,
+    physics_stage,
+    tally,
+    warp_kernel_stages,
+)
+from unilab.apps.bench import main as bench_main
+
+WARP_STAGES = {"_solve_done__locals__kernel_0f0f0f0f_cuda_kernel_forward": "physics: solver"}
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("_solve_done__locals__kernel_0f0f0f0f_cuda_kernel_forward", "physics: solver"),
+        ("_unknown_12345678_cuda_kernel_forward", "warp: other"),
+        ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "matmul"),
+        ("nvjet_tst_128x64_64x4_1x2_h_bz_NNT", "matmul"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<TensorListMetadata<4>>", "optimiser"),
+        ("triton_poi_fused_add_clamp_mul_0", "fused (Triton)"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "copy and fill"),
+        ("Memcpy DtoD (Device -> Device)", "copy and fill"),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", "reduction"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>", "torch elementwise"),
+        ("some_library_kernel", "other"),
+    ],
+)
+def test_kernels_are_booked_to_their_family(name: str, family: str) -> None:
+    assert kernel_family(name, WARP_STAGES) == family
+
+
+@pytest.mark.parametrize(
+    ("module", "stage"),
+    [
+        ("mujoco_warp._src.solver", "physics: solver"),
+        ("mujoco_warp._src.collision_primitive", "physics: collision"),
+        ("mujoco_warp._src.smooth", "physics: kinematics and dynamics"),
+        ("mujoco_warp._src.forward", "physics: actuation and integration"),
+        ("mujoco_warp._src.support", "physics: other"),
+        ("unilab.sim.kernels", "warp: other"),
+    ],
+)
+def test_warp_kernels_take_the_stage_of_their_module(module: str, stage: str) -> None:
+    assert physics_stage(module) == stage
+
+
+def test_the_loaded_mujoco_warp_kernels_are_found_with_their_stages() -> None:
+    """On Warp's CPU device: the registry read works on this Warp, and a step's kernels land in known stages."""
+    from unilab.envs.runner import EnvRunner
+    from unilab.tasks.registry import make_functional_env
+
+    EnvRunner(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=2, device="cpu")).step()
+    stages = warp_kernel_stages()
+    assert all(symbol.endswith("_cuda_kernel_forward") for symbol in stages)
+    found = set(stages.values())
+    assert {"physics: solver", "physics: collision", "physics: kinematics and dynamics"} <= found
+
+
+def test_busy_time_counts_overlapping_kernels_once() -> None:
+    kernels = [Kernel("a", 0, 10), Kernel("b", 5, 15), Kernel("c", 20, 25), Kernel("d", 21, 22)]
+    assert busy_us(kernels) == 20
+    assert busy_us([]) == 0
+
+
+def test_tally_is_per_replay_and_ranks_families_and_kernels_by_time() -> None:
+    gemm, step = "nvjet_tst_gemm", "_solve_init_1a2b3c4d_cuda_kernel_forward"
+    kernels = [
+        Kernel(gemm, 0, 100),
+        Kernel(step, 100, 400),
+        Kernel(gemm, 1000, 1100),
+        Kernel(step, 1100, 1400),  # two replays of the same two kernels
+    ]
+    result = tally(kernels, replays=2, warp_stages={step: "physics: solver"})
+    assert result["kernels"] == 2 and result["busy_ms"] == pytest.approx(0.4)
+    assert list(result["families"]) == ["physics: solver", "matmul"]
+    assert result["families"]["physics: solver"] == {"kernels": 1.0, "ms": 0.3}
+    assert result["top_kernels"][0] == {"name": step, "ms": 0.3}
+
+
+def test_the_table_gives_each_graph_its_totals_then_its_families() -> None:
+    row = tally([Kernel("nvjet_gemm", 0, 500), Kernel("triton_poi_fused_0", 500, 600)], replays=1, warp_stages={})
+    row.update(wall_ms=1.2, busy_fraction=0.5)
+    table = attribution_table({"graphs": {"update": row, "iteration": {"wall_ms": 2.5}}, "physics_alone_ms": 0.7})
+    lines = table.splitlines()
+    assert lines[2] == "| **update** | all: wall 1.200 ms, busy 0.600 ms (50 %) | 2 | |"
+    assert lines[3] == "| update | matmul | 1.0 | 0.500 |" and lines[4] == "| update | fused (Triton) | 1.0 | 0.100 |"
+    assert "wall 2.500 ms" in lines[5] and "wall 0.700 ms" in lines[6]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_profile_without_cuda_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench_main(["profile"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "bench profile needs a CUDA device" in err.splitlines()[-1]
+
+
+@pytest.mark.gpu
+def test_profile_of_a_small_sac_iteration_on_cuda(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    small = ["algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2", "algo.compile=false"]
+    out = tmp_path / "table.md"
+    bench_main(["profile", "--num-envs", "256", "--replays", "5", "--out", str(out), *small])
+    printed = capsys.readouterr().out
+    assert out.read_text().strip() in printed
+    result = __import__("json").loads(printed.splitlines()[0])
+    graphs = result["graphs"]
+    assert list(graphs) == ["env_step", "record", "update", "iteration"]
+    env_step, update = graphs["env_step"], graphs["update"]
+    assert any(family.startswith("physics") for family in env_step["families"]) and "matmul" in update["families"]
+    for row in (env_step, graphs["record"], update):
+        assert row["kernels"] > 0 and 0 < row["busy_ms"] <= row["wall_ms"] * 1.05
+    assert 0 < result["physics_alone_ms"] < env_step["wall_ms"]

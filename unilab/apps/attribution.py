@@ -1,0 +1,232 @@
+"""``unilab bench profile``: where a training iteration's GPU time goes, graph by graph and kernel family by family.
+
+The trainer's iteration is three CUDA graphs (env step, replay write, update block). This builds a canonical
+workload's trainer, lets it record its graphs, then
+
+1. times each graph replayed on its own, and the iteration as training runs it (the env step beside the
+   previous updates), with CUDA events;
+2. lists the kernels each graph runs with ``torch.profiler``, which sees the kernels inside a graph launch, and
+   sums them by family: MuJoCo Warp's physics stages (by the module that defines each kernel), matrix
+   multiplies, Inductor's fused Triton kernels, optimiser kernels and torch's own kernels, by name.
+
+Busy time is the union of the kernels' intervals. A graph whose busy time is well under its wall time is
+bound by launch latency and dependencies rather than by arithmetic. One blind spot: CUPTI traces only the
+first pass of a conditional while node, so the MuJoCo Warp solver's later iterations are missing from the
+kernel counts and busy times (never from the wall times). ``physics_alone_ms`` (``bench physics``, captured)
+says how long the physics takes by itself.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+# A Warp kernel's device symbol: its function's name, an 8-digit hash, then this suffix.
+WARP_SUFFIX = "_cuda_kernel_forward"
+# MuJoCo Warp's modules (mujoco_warp._src.<name>) by the physics stage they implement.
+MODULE_STAGES = {
+    "solver": "physics: solver",
+    "smooth": "physics: kinematics and dynamics",
+    "constraint": "physics: constraints",
+    "sensor": "physics: sensors",
+    "passive": "physics: passive forces",
+    "forward": "physics: actuation and integration",
+    "derivative": "physics: actuation and integration",
+    "bvh": "physics: collision",
+    "ray": "physics: collision",
+}
+TORCH_FAMILIES = (
+    ("matmul", ("gemm", "xmma", "cutlass", "cublas", "wgmma", "nvjet", "splitk", "matmul")),
+    ("optimiser", ("multi_tensor_apply", "adam", "fused_sgd")),
+    ("fused (Triton)", ("triton_",)),
+    ("copy and fill", ("memcpy", "memset", "fillfunctor", "copy_kernel", "direct_copy")),
+    ("reduction", ("reduce_kernel", "reduce_", "softmax", "norm_kernel", "layer_norm", "batch_norm")),
+    ("torch elementwise", ("elementwise", "at::native")),
+)
+
+
+def physics_stage(module: str) -> str:
+    """The stage of the physics that a Warp kernel defined in ``module`` belongs to."""
+    if not module.startswith("mujoco_warp."):
+        return "warp: other"
+    name = module.rsplit(".", 1)[-1]
+    return "physics: collision" if name.startswith("collision") else MODULE_STAGES.get(name, "physics: other")
+
+
+def warp_kernel_stages() -> dict[str, str]:
+    """The device symbol of every Warp kernel loaded so far, with its physics stage (by its defining module).
+
+    Reads Warp's module registry, which is not public API; the test of this function notices when it moves.
+    """
+    from warp._src import codegen, context
+
+    stages = {}
+    for module in list(context.user_modules.values()):
+        kernels = module.kernels.values() if isinstance(module.kernels, dict) else module.kernels
+        for kernel in kernels:
+            try:
+                symbol = codegen.cuda_kernel_forward_name(kernel)
+            except RuntimeError:  # never loaded: it has no hash, and it never ran
+                continue
+            stages[symbol] = physics_stage(kernel.func.__module__)
+    return stages
+
+
+def kernel_family(name: str, warp_stages: dict[str, str]) -> str:
+    """The family a kernel's time is booked to: a Warp kernel's physics stage, else a family by name."""
+    if name in warp_stages:
+        return warp_stages[name]
+    if name.endswith(WARP_SUFFIX):
+        return "warp: other"
+    lowered = name.lower()
+    for family, keywords in TORCH_FAMILIES:
+        if any(k in lowered for k in keywords):
+            return family
+    return "other"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    start_us: float
+    end_us: float
+
+
+def busy_us(kernels: Iterable[Kernel]) -> float:
+    """Microseconds during which at least one kernel ran (overlapping kernels count once)."""
+    total, reach = 0.0, float("-inf")
+    for kernel in sorted(kernels, key=lambda k: k.start_us):
+        start = max(kernel.start_us, reach)
+        if kernel.end_us > start:
+            total += kernel.end_us - start
+        reach = max(reach, kernel.end_us)
+    return total
+
+
+def tally(kernels: Sequence[Kernel], replays: int, warp_stages: dict[str, str], top: int = 8) -> dict:
+    """Per replay: kernel count and busy time, both by family, and the kernels that took longest."""
+    families: dict[str, dict[str, float]] = {}
+    by_name: dict[str, float] = {}
+    for kernel in kernels:
+        family = families.setdefault(kernel_family(kernel.name, warp_stages), {"kernels": 0.0, "ms": 0.0})
+        family["kernels"] += 1 / replays
+        family["ms"] += (kernel.end_us - kernel.start_us) / 1e3 / replays
+        by_name[kernel.name] = by_name.get(kernel.name, 0.0) + (kernel.end_us - kernel.start_us) / 1e3 / replays
+    ranked = sorted(families.items(), key=lambda item: -item[1]["ms"])
+    return {
+        "kernels": len(kernels) / replays,
+        "busy_ms": busy_us(kernels) / 1e3 / replays,
+        "families": {name: {k: round(v, 4) for k, v in values.items()} for name, values in ranked},
+        "top_kernels": [
+            {"name": name, "ms": round(ms, 4)} for name, ms in sorted(by_name.items(), key=lambda i: -i[1])[:top]
+        ],
+    }
+
+
+def time_ms(run: Callable[[], object], replays: int) -> float:
+    """Mean milliseconds per call of ``run`` on the current stream, from CUDA events around ``replays`` calls."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(replays):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / replays
+
+
+def traced_kernels(run: Callable[[], object], replays: int) -> list[Kernel]:
+    """The GPU kernels, copies and fills that ``replays`` calls of ``run`` launched."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            run()
+        torch.cuda.synchronize()
+    return [
+        Kernel(event.name, event.time_range.start, event.time_range.end)
+        for event in prof.events()
+        if event.device_type == DeviceType.CUDA
+    ]
+
+
+def profile_graphs(
+    graphs: dict[str, Callable[[], object]], iteration: Callable[[], object], replays: int
+) -> dict[str, dict]:
+    """Each graph's wall time alone and its kernels, then the iteration's wall time (median of five timings)."""
+    out = {}
+    warp_stages = warp_kernel_stages()
+    for name, replay in graphs.items():
+        row = {"wall_ms": time_ms(replay, replays)}
+        row.update(tally(traced_kernels(replay, replays), replays, warp_stages))
+        row["busy_fraction"] = row["busy_ms"] / row["wall_ms"]
+        out[name] = row
+    out["iteration"] = {"wall_ms": statistics.median(time_ms(iteration, replays) for _ in range(5))}
+    return out
+
+
+def attribution_table(result: dict) -> str:
+    """Markdown: each graph's totals, then its kernel families by time; last the iteration as training runs it."""
+    lines = ["| graph | family | kernels / replay | kernel ms / replay |", "|---|---|---|---|"]
+    graphs = result["graphs"]
+    for name, row in graphs.items():
+        if "families" not in row:
+            continue
+        lines.append(
+            f"| **{name}** | all: wall {row['wall_ms']:.3f} ms, busy {row['busy_ms']:.3f} ms "
+            f"({100 * row['busy_fraction']:.0f} %) | {row['kernels']:.0f} | |"
+        )
+        lines += [
+            f"| {name} | {family} | {values['kernels']:.1f} | {values['ms']:.3f} |"
+            for family, values in row["families"].items()
+        ]
+    lines.append(f"| **iteration** (env step beside the updates) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
+    if result.get("physics_alone_ms") is not None:
+        lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
+    return "\n".join(lines)
+
+
+def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
+    """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
+    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.apps.bench import CANONICAL_WORKLOADS, capture_replay, stand_state
+    from unilab.apps.train import compose_config, task_overrides
+    from unilab.tasks.registry import make_functional_env
+
+    if not torch.cuda.is_available():
+        raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")
+    flags = CANONICAL_WORKLOADS[workload]
+    algo, task = flags[flags.index("--algo") + 1], flags[flags.index("--task") + 1]
+    cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
+    env = make_functional_env(task, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
+    trainer = OffPolicyTrainer(env, cfg.algo)
+    while not trainer.ready:
+        trainer.collect()
+    for _ in range(3):  # the first records the replay-write and update graphs
+        trainer.collect()
+        trainer.update()
+
+    def iteration() -> None:
+        trainer.collect()
+        trainer.update()
+
+    graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
+    result = profile_graphs(graphs, iteration, replays)
+    # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
+    sim = env.sim
+    state = stand_state(sim, seed=0)
+    ctrl = torch.tensor(sim.model.key_ctrl[0], dtype=torch.float32, device=env.device).repeat(num_envs, 1)
+    physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
+    return {
+        "bench": "profile",
+        "workload": workload,
+        "num_envs": num_envs,
+        "replays": replays,
+        "graphs": result,
+        "physics_alone_ms": time_ms(physics, replays),
+    }

@@ -83,7 +83,7 @@ def crashing_update(self):
         ctypes.string_at(0)
     return update(self)
 OffPolicyTrainer.update = crashing_update
-main(sys.argv[1:])
+main()  # as the console command runs it (reads sys.argv)
 """
 
 

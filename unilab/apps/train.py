@@ -697,9 +697,8 @@ def lost_rank(prog: str, exc: RankLost) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
-    # A crash in native code (CUDA, Warp, MuJoCo) would otherwise end the run without a word: print the Python
-    # stack of every thread first, so the failing call is named.
-    faulthandler.enable()
+    if argv is None:  # this process is the command: a crash in native code (CUDA, Warp, MuJoCo) would otherwise
+        faulthandler.enable()  # end the run without a word; print every thread's Python stack first
     parser = argparse.ArgumentParser(
         prog="train",
         usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",

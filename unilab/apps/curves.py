@@ -1,4 +1,4 @@
-"""``plot_curves``: one PNG of a run's learning curves, for docs and for runs viewed without a TensorBoard server.
+"""``plot_curves``: a run's learning curves, or its eval series, as one PNG (for docs, and for runs without TensorBoard).
 
 The x-axis is wall time (minutes since the run's first logged scalar, from each event's ``wall_time`` field), not
 env steps: the question these plots answer is how long a policy takes to learn, which is what differs between
@@ -8,6 +8,7 @@ backends and machines; TensorBoard itself already shows the env-step axis.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -88,14 +89,64 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     return target
 
 
+def read_series(path: Path) -> dict:
+    """An ``eval_series*.json`` written by ``unilab eval`` on a checkpoint series; one line for anything else."""
+    try:
+        series = json.loads(Path(path).read_text())
+        results, thresholds = series["results"], series["thresholds"]
+        points = [(r["train_wall_time_sec"], r["suite"], r) for r in results]
+    except FileNotFoundError:
+        raise CurvesError(f"eval series not found: {path}") from None
+    except (ValueError, KeyError, TypeError):
+        raise CurvesError(f"{path} is not an eval series written by unilab eval on several checkpoints") from None
+    if not points:
+        raise CurvesError(f"{path} holds no evaluated checkpoints")
+    return {"thresholds": thresholds, "points": sorted(points, key=lambda p: p[0])}
+
+
+def plot_series(paths: list[Path], out: Path) -> Path:
+    """The thresholded metrics of checkpoint series against training wall time, one line per file (per eval suite),
+    the threshold dashed: how soon a policy gets there, and whether it stays."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [read_series(path) for path in paths]
+    metrics = list(series[0]["thresholds"])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), constrained_layout=True, squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=True):
+        for one in series:
+            times = [t / 60.0 for t, _, _ in one["points"]]
+            ax.plot(times, [r[metric] for _, _, r in one["points"]], marker="o", label=one["points"][0][1])
+        op, bound = series[0]["thresholds"][metric]
+        ax.axhline(bound, linestyle="--", color="grey", label=f"threshold ({op} {bound})")
+        ax.set(title=metric, xlabel="wall time from train start (min)", ylabel=metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> Path:
-    """Command ``python scripts/plot_curves.py RUN_DIR [--out PNG]``."""
+    """Command ``python scripts/plot_curves.py RUN_DIR [--out PNG]`` or ``--series FILE... --out PNG``."""
     parser = argparse.ArgumentParser(prog="plot_curves", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="run directory written by train (holds events.out.tfevents.*)")
+    parser.add_argument(
+        "run_dir", type=Path, nargs="?", help="run directory written by train (holds events.out.tfevents.*)"
+    )
+    parser.add_argument(
+        "--series", type=Path, nargs="+", default=None, help="eval_series*.json files to plot instead (one per suite)"
+    )
     parser.add_argument("--out", type=Path, default=None, help=f"PNG path (default: RUN_DIR/{CURVES_NAME})")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if (args.run_dir is None) == (args.series is None):
+        parser.error("give a run directory or --series, not both or neither")
+    if args.series is not None and args.out is None:
+        parser.error("--series needs --out")
     try:
-        path = plot_run(args.run_dir, args.out)
+        path = plot_run(args.run_dir, args.out) if args.series is None else plot_series(args.series, args.out)
     except CurvesError as exc:
         parser.error(str(exc))
     print(f"curves: {path}")

@@ -1,4 +1,4 @@
-"""``plot_curves``: a run's learning curves, or its eval series, as one PNG (for docs, and for runs without TensorBoard).
+"""``plot_curves``: a run's learning curves, or its eval series, as one PNG (for docs, and runs without TensorBoard).
 
 The x-axis is wall time (minutes since the run's first logged scalar, from each event's ``wall_time`` field), not
 env steps: the question these plots answer is how long a policy takes to learn, which is what differs between

@@ -2,8 +2,8 @@
 
 The ops write the state tensors they are given (declared in ``mutates_args``) and have
 no-op fake implementations; the compiler then orders them correctly and never looks
-inside. A backend is registered once and named by an integer handle, since ops take
-only tensors and scalars. Which tensors an op writes is the caller's choice: the
+inside. A backend is registered once and named by an integer handle (its registration
+order), since ops take only tensors and scalars. Which tensors an op writes is the caller's choice: the
 functional env passes copies on its pure path and the state's own tensors on its
 donating path. The per-world model parameters a backend carries (``SimBackend.params``,
 which vary by task) travel as one list after the fixed fields; the ops only read them.
@@ -15,13 +15,15 @@ import torch
 
 from unilab.sim.base import CARRIED, DERIVED, STATE_FIELDS, SimBackend, SimState
 
-_BACKENDS: dict[int, SimBackend] = {}
+_BACKENDS: list[SimBackend] = []
 
 
 def register(backend: SimBackend) -> int:
-    handle = id(backend)
-    _BACKENDS[handle] = backend
-    return handle
+    """The backend's handle: its place in registration order. The handle is a constant in every compiled env
+    step, so it must be the same in every process that builds the same envs in the same order; an object's
+    address is not, and would give the step a new compile-cache key in every process."""
+    _BACKENDS.append(backend)
+    return len(_BACKENDS) - 1
 
 
 def _fields(state: SimState) -> list[torch.Tensor]:

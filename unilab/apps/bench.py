@@ -19,13 +19,9 @@ from pathlib import Path
 
 import torch
 
+from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.sim import BACKENDS, SimBackend, SimConfig, default_backend, make_backend
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
@@ -42,11 +38,11 @@ def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
 
 
 def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.device) -> float:
-    _sync(device)
+    settle(device)
     start = time.perf_counter()
     for _ in range(steps):
         run()
-    _sync(device)
+    settle(device)
     return steps * num_envs / (time.perf_counter() - start)
 
 
@@ -264,6 +260,16 @@ def summarize_train(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _add_env_stepping_args(parser: argparse.ArgumentParser, num_envs: str) -> None:
+    """The options of the benches that step a task's env (``env`` and ``drift``)."""
+    parser.add_argument("--task", default="g1_walk_flat")
+    parser.add_argument("--sim", choices=BACKENDS, default=None)
+    parser.add_argument("--num-envs", default=num_envs, help="comma-separated env counts")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
@@ -277,19 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     phys.add_argument("--nconmax", type=int, default=SimConfig.nconmax)
     phys.add_argument("--njmax", type=int, default=SimConfig.njmax)
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
-    env.add_argument("--task", default="g1_walk_flat")
-    env.add_argument("--sim", choices=BACKENDS, default=None)
-    env.add_argument("--num-envs", default="2048,8192")
-    env.add_argument("--steps", type=int, default=200)
-    env.add_argument("--device", default=None)
-    env.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+    _add_env_stepping_args(env, num_envs="2048,8192")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
-    drift.add_argument("--task", default="g1_walk_flat")
-    drift.add_argument("--sim", choices=BACKENDS, default=None)
-    drift.add_argument("--num-envs", default="2048")
-    drift.add_argument("--steps", type=int, default=200)
-    drift.add_argument("--device", default=None)
-    drift.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
+    _add_env_stepping_args(drift, num_envs="2048")
     train = sub.add_parser("train", help="the canonical `train` runs, repeated; their tail rates")
     train.add_argument("--workloads", default="sac,flashsac", help=f"comma-separated: {', '.join(CANONICAL_WORKLOADS)}")
     train.add_argument("--repeats", type=int, default=3)

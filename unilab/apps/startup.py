@@ -12,6 +12,8 @@ import time
 
 import torch
 
+from unilab.core.device import settle
+
 
 def process_age_s() -> float | None:
     """Seconds since this process started (Linux), i.e. interpreter start-up and imports so far."""
@@ -40,8 +42,8 @@ class StartupClock:
     def mark(self, phase: str, parts: dict[str, float] | None = None) -> None:
         """Close ``phase``: the time since the previous mark, once the device has finished what it queued.
         ``parts`` timed inside it are listed on their own, and ``phase`` keeps the rest."""
-        if self.device is not None and self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.device is not None:
+            settle(self.device)
         now = time.perf_counter()
         parts = parts or {}
         self.phases[phase] = round(now - self._last - sum(parts.values()), 3)

@@ -19,16 +19,11 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import TensorDict
 
+from unilab.core.device import settle
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 
 Policy = Callable[[TensorDict], torch.Tensor]
-
-
-def _settle(device: torch.device) -> None:
-    """Wait for the device, so the one-off work queued so far is charged to the phase that queued it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class NonFiniteActionError(ValueError):
@@ -53,7 +48,7 @@ class EnvRunner:
         began = time.perf_counter()
         self.rng = make_rng(seed, env.device)
         self.state = env.reset(self.rng)
-        _settle(env.device)
+        settle(env.device)
         # Seconds of the one-off work done here (Warp kernel loads, compilation, capture), for start-up reports.
         self.startup = {"env_reset": time.perf_counter() - began}
         self.action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
@@ -94,12 +89,12 @@ class EnvRunner:
             for _ in range(warmup_steps):  # loads kernels, compiles, fills allocator pools
                 self._fn()
         torch.cuda.current_stream(device).wait_stream(own)
-        _settle(device)
+        settle(device)
         captured = time.perf_counter()
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph, stream=own):
             self._out = self._fn()
-        _settle(device)
+        settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
 
     @property

@@ -23,7 +23,7 @@ def write_series(path: Path, suite: str, errors: list[float]) -> Path:
 def test_series_of_several_suites_make_one_png(tmp_path: Path) -> None:
     nominal = write_series(tmp_path / "eval_series.json", "nominal", [0.3, 0.2, 0.15])
     push = write_series(tmp_path / "eval_series_push.json", "push", [0.35, 0.22, 0.18])
-    assert curves.read_series(push)["points"][0][1] == "push"
+    assert curves.read_series(push)["suite"] == "push"
     out = curves.main(["--series", str(nominal), str(push), "--out", str(tmp_path / "series.png")])
     assert out.read_bytes().startswith(b"\x89PNG")
 

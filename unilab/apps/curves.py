@@ -93,15 +93,16 @@ def read_series(path: Path) -> dict:
     """An ``eval_series*.json`` written by ``unilab eval`` on a checkpoint series; one line for anything else."""
     try:
         series = json.loads(Path(path).read_text())
-        results, thresholds = series["results"], series["thresholds"]
-        points = [(r["train_wall_time_sec"], r["suite"], r) for r in results]
+        thresholds = series["thresholds"]
+        results = sorted(series["results"], key=lambda result: result["train_wall_time_sec"])
+        suites = [result["suite"] for result in results]
     except FileNotFoundError:
         raise CurvesError(f"eval series not found: {path}") from None
     except (ValueError, KeyError, TypeError):
         raise CurvesError(f"{path} is not an eval series written by unilab eval on several checkpoints") from None
-    if not points:
+    if not results:
         raise CurvesError(f"{path} holds no evaluated checkpoints")
-    return {"thresholds": thresholds, "points": sorted(points, key=lambda p: p[0])}
+    return {"suite": suites[0], "thresholds": thresholds, "results": results}
 
 
 def plot_series(paths: list[Path], out: Path) -> Path:
@@ -117,8 +118,8 @@ def plot_series(paths: list[Path], out: Path) -> Path:
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), constrained_layout=True, squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=True):
         for one in series:
-            times = [t / 60.0 for t, _, _ in one["points"]]
-            ax.plot(times, [r[metric] for _, _, r in one["points"]], marker="o", label=one["points"][0][1])
+            times = [result["train_wall_time_sec"] / 60.0 for result in one["results"]]
+            ax.plot(times, [result[metric] for result in one["results"]], marker="o", label=one["suite"])
         op, bound = series[0]["thresholds"][metric]
         ax.axhline(bound, linestyle="--", color="grey", label=f"threshold ({op} {bound})")
         ax.set(title=metric, xlabel="wall time from train start (min)", ylabel=metric)

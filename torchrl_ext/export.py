@@ -11,8 +11,6 @@ included. Its deprecation warnings are silenced because the choice is deliberate
 from __future__ import annotations
 
 import copy
-import os
-import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +21,7 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
-from unilab.core.files import fsync_path
+from unilab.core.files import replacing
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
@@ -107,10 +105,7 @@ def export_policy_onnx(
     interrupted export never replaces a previously good policy file.
     """
     module = _cpu_eval_copy(policy)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    with replacing(Path(path)) as tmp:
         _write_onnx(module, obs_dim, tmp, opset)
         if metadata:
             _add_metadata(tmp, metadata)
@@ -118,9 +113,4 @@ def export_policy_onnx(
         # Written as "not <=" so a NaN difference fails the check instead of slipping through.
         if not max_diff <= CHECK_ATOL:
             raise RuntimeError(f"ONNX export differs from torch by {max_diff:.3g} (tolerance {CHECK_ATOL:g})")
-        fsync_path(tmp)
-        os.replace(tmp, path)
-        fsync_path(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
     return max_diff

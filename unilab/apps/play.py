@@ -21,7 +21,6 @@ import argparse
 import math
 import os
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from unilab.apps.checkpoint import CheckpointError
 from unilab.apps.cli import check_rollout_args, fail
 from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
-from unilab.core.files import fsync_path, write_atomic
+from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError
@@ -157,17 +156,14 @@ def render_rollout(
     tiles = min(num_envs, env.num_envs)
     if tiles < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fps = round(1.0 / env.ctx.dt)
     drawer = TileRenderer(env.sim.model, tiles, width, height, fast)
     rng = make_rng(seed, env.device)
     state = env.reset(rng)
     # Rendered beside the target and renamed into place when complete, so a stopped render never leaves a
     # truncated video under the final name (the suffix stays last: ffmpeg picks the container from it).
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp{path.suffix}")
-    writer = imageio.get_writer(str(tmp), fps=fps, codec="libx264", macro_block_size=1, quality=7)
-    try:
+    with replacing(Path(path), suffix_last=True) as tmp:
+        writer = imageio.get_writer(str(tmp), fps=fps, codec="libx264", macro_block_size=1, quality=7)
         try:
             writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
             # Software rendering on a CPU takes a good fraction of a second per frame: show how far it is.
@@ -178,11 +174,7 @@ def render_rollout(
         finally:
             writer.close()
             drawer.close()
-        fsync_path(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return Path(path)
 
 
 def save_still(video_or_frames: Path | str | Sequence[np.ndarray] | np.ndarray, png_path: Path) -> Path:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,25 +20,33 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write a file so that readers (dashboards, a later resume) only ever see a complete old or new version.
+@contextmanager
+def replacing(path: Path, *, suffix_last: bool = False) -> Iterator[Path]:
+    """A uniquely named sibling of ``path`` to write, renamed over ``path`` when the block completes, so readers
+    (dashboards, a later resume) only ever see a complete old or new version.
 
-    ``write`` fills a uniquely named sibling, which is flushed to disk and renamed over the target; a rename within
-    one directory is atomic. On any error, a signal's KeyboardInterrupt included, the sibling is removed and the old
-    file is left alone; a process killed outright leaves at most a hidden ``.tmp`` sibling, never a truncated file.
+    The sibling is flushed to disk before the rename, and a rename within one directory is atomic. On any error, a
+    signal's KeyboardInterrupt included, the sibling is removed and the old file is left alone; a process killed
+    outright leaves at most a hidden ``.tmp`` sibling, never a truncated file. ``suffix_last`` keeps ``path``'s
+    suffix at the end of the sibling's name, for writers that pick the format from it (video encoders).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    unique = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    tmp = path.with_name(f".{path.stem}.{unique}.tmp{path.suffix}" if suffix_last else f".{path.name}.{unique}.tmp")
     try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # after the rename there is nothing left to remove
+    fsync_path(path.parent)
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write`` fills ``path`` through an open binary file, with ``replacing``'s guarantees."""
+    with replacing(path) as tmp:
         # os.open with 0o666 lets the umask decide permissions, as a plain open() would for the final file.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as handle:
             write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)

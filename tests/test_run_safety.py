@@ -131,11 +131,12 @@ def _iterations_logged(summary: Path, count: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("signals", [("SIGHUP",), ("SIGINT", "SIGINT")], ids=["hangup", "double-ctrl-c"])
-def test_a_train_process_stopped_from_outside_keeps_its_work(tmp_path: Path, signals: tuple[str, ...]) -> None:
-    """A real process and real signals: a terminal closing (SIGHUP), an impatient double Ctrl-C 50 ms apart."""
+def _stop_from_outside(tmp_path: Path, overrides: list[str], signals: tuple[str, ...], group: bool) -> None:
+    """Start ``train`` as its console command would run (run directory ``tmp_path / "run"``), wait for four
+    logged iterations, send ``signals`` 50 ms apart (to its whole process group when ``group``: what Ctrl-C in a
+    terminal and ``timeout`` do, so helper processes such as Inductor's compile workers get them too) and check
+    that the work was saved."""
     run_dir = tmp_path / "run"
-    overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=100000", "algo.save_interval=100000", *QUIET)
     code = "from unilab.apps.train import main; main()"  # as the console command: arguments from sys.argv
     child = subprocess.Popen(
         [sys.executable, "-c", code, *overrides, "training.log_interval=2"],
@@ -143,21 +144,57 @@ def test_a_train_process_stopped_from_outside_keeps_its_work(tmp_path: Path, sig
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=group,  # its own process group, as a shell gives a foreground job
     )
     try:
-        _wait_for(lambda: _iterations_logged(run_dir / "run_summary.json", 4), 120, "four logged iterations")
+        _wait_for(lambda: _iterations_logged(run_dir / "run_summary.json", 4), 600, "four logged iterations")
         for name in signals:
-            child.send_signal(getattr(signal, name))
+            (os.killpg if group else os.kill)(child.pid, getattr(signal, name))
             time.sleep(0.05)
         _, err = child.communicate(timeout=120)
     finally:
-        child.kill()
+        if child.poll() is None:
+            (os.killpg if group else os.kill)(child.pid, signal.SIGKILL)
     assert child.returncode == 128 + getattr(signal, signals[0]), err
     data = json.loads((run_dir / "run_summary.json").read_text())
     assert data["status"] == "interrupted" and data["stopped_by"] == signals[0]
     checkpoint = torch.load(data["last_checkpoint"], weights_only=True)
     assert checkpoint["iteration"] == data["completed_iterations"] >= 4
     assert not [p.name for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    ("signals", "group"),
+    [(("SIGHUP",), False), (("SIGINT", "SIGINT"), False), (("SIGINT",), True)],
+    ids=["hangup", "double-ctrl-c", "ctrl-c-to-the-group"],
+)
+def test_a_train_process_stopped_from_outside_keeps_its_work(
+    tmp_path: Path, signals: tuple[str, ...], group: bool
+) -> None:
+    """A real process and real signals: a terminal closing (SIGHUP), an impatient double Ctrl-C 50 ms apart, and
+    Ctrl-C as a terminal sends it, to the whole process group."""
+    overrides = tiny(tmp_path, "mujoco", "algo.max_iterations=100000", "algo.save_interval=100000", *QUIET)
+    _stop_from_outside(tmp_path, overrides, signals, group)
+
+
+@pytest.mark.gpu
+def test_ctrl_c_to_the_group_of_a_captured_cuda_run_keeps_its_work(tmp_path: Path) -> None:
+    """The same on CUDA with everything a canonical run has: torch.compile (and so Inductor's compile workers in
+    the process group), both CUDA graphs, and the env step beside the updates."""
+    overrides = [
+        "sim=mjwarp",
+        "algo.num_envs=256",
+        "algo.batch_size=1024",
+        "algo.replay_buffer_n=16",
+        "algo.learning_starts=2",
+        "algo.max_iterations=1000000",
+        "algo.save_interval=1000000",
+        "training.progress=false",
+        "training.no_play=true",
+        f"training.log_dir={tmp_path / 'run'}",
+        *QUIET,
+    ]
+    _stop_from_outside(tmp_path, overrides, ("SIGINT",), group=True)
 
 
 # -- one writer per run directory, resume never overwrites ------------------------------------------------------

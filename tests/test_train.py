@@ -35,6 +35,18 @@ def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
     return [f"sim={sim}", *TINY, f"training.log_dir={tmp_path / 'run'}", *extra]
 
 
+def test_start_up_opens_with_the_imports_then_the_config() -> None:
+    """The time before ``prepare`` splits at the moment the command's modules were imported."""
+    from unilab.apps.startup import StartupClock, process_age_s
+    from unilab.apps.train import IMPORTED_AFTER_S
+
+    assert 0 < IMPORTED_AFTER_S <= process_age_s()
+    clock = StartupClock(imported_after_s=0.25)
+    age = process_age_s()
+    assert list(clock.phases) == ["imports", "config"] and clock.phases["imports"] == 0.25
+    assert clock.phases["config"] == pytest.approx(age - 0.25, abs=0.05)
+
+
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) -> None:
     summary = run(compose_config(tiny(tmp_path, sim, "algo.max_iterations=25")))
@@ -49,7 +61,7 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert data["total_env_steps"] >= 25 * 4
     assert data["sim"] == sim and data["config"]["algo"]["num_envs"] == 4
     startup = data["startup_sec"]
-    phases = ["process_start_to_prepare", "checks", "env_build", "trainer_build", "env_reset", "prefill"]
+    phases = ["imports", "config", "checks", "env_build", "trainer_build", "env_reset", "prefill"]
     assert list(startup) == [*phases, "first_iteration"] and all(v >= 0 for v in startup.values())
     assert data["startup_total_sec"] == pytest.approx(sum(startup.values()), abs=0.01)
     assert data["environment"]["versions"]["torch"] == torch.__version__

@@ -30,13 +30,17 @@ def process_age_s() -> float | None:
 class StartupClock:
     """Seconds per start-up phase, in the order they ran (``phases``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, imported_after_s: float | None) -> None:
+        """``imported_after_s``: the process's age once the command's modules were imported. The time from the
+        process start to here splits into ``imports`` (the interpreter and those imports) and ``config`` (the
+        rest: parsing and composing the config; in a process that imported the command long before, that too)."""
         # Set once the run's device is known; from then on every mark waits for it.
         self.device: torch.device | None = None
         self.phases: dict[str, float] = {}
         before = process_age_s()
-        if before is not None:
-            self.phases["process_start_to_prepare"] = round(before, 3)
+        if before is not None and imported_after_s is not None:
+            self.phases["imports"] = round(min(imported_after_s, before), 3)
+            self.phases["config"] = round(max(0.0, before - imported_after_s), 3)
         self._last = time.perf_counter()
 
     def mark(self, phase: str, parts: dict[str, float] | None = None) -> None:

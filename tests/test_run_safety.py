@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_train import tiny
+from test_train import SMALL_CUDA_RUN, tiny
 
 from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps import eval as eval_cli
@@ -182,11 +182,7 @@ def test_ctrl_c_to_the_group_of_a_captured_cuda_run_keeps_its_work(tmp_path: Pat
     """The same on CUDA with everything a canonical run has: torch.compile (and so Inductor's compile workers in
     the process group), both CUDA graphs, and the env step beside the updates."""
     overrides = [
-        "sim=mjwarp",
-        "algo.num_envs=256",
-        "algo.batch_size=1024",
-        "algo.replay_buffer_n=16",
-        "algo.learning_starts=2",
+        *SMALL_CUDA_RUN,
         "algo.max_iterations=1000000",
         "algo.save_interval=1000000",
         "training.progress=false",

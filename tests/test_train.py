@@ -31,6 +31,16 @@ TINY = [
 ]
 
 
+# A captured CUDA run at the small size where the two graphs once raced: 256 envs, each update batch four times that.
+SMALL_CUDA_RUN = [
+    "sim=mjwarp",
+    "algo.num_envs=256",
+    "algo.batch_size=1024",
+    "algo.replay_buffer_n=16",
+    "algo.learning_starts=2",
+]
+
+
 def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
     return [f"sim={sim}", *TINY, f"training.log_dir={tmp_path / 'run'}", *extra]
 
@@ -381,11 +391,7 @@ def test_env_step_beside_the_updates_at_a_small_batch_runs_to_the_end(tmp_path: 
     shared capture stream (and so shared a cuBLAS workspace). A child process under the stall watchdog, so a
     wedge fails the test with exit code 3 instead of hanging the suite."""
     overrides = [
-        "sim=mjwarp",
-        "algo.num_envs=256",
-        "algo.batch_size=1024",
-        "algo.replay_buffer_n=16",
-        "algo.learning_starts=2",
+        *SMALL_CUDA_RUN,
         "algo.compile=false",
         "algo.max_iterations=600",
         "training.log_interval=5",

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_train import TINY
 
+from torchrl_ext.learners import UPDATE_PHASES
+from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps.attribution import (
+    HostRange,
     Kernel,
     attribution_table,
+    book_to_phases,
     busy_us,
     kernel_family,
+    phase_profile,
     physics_stage,
     tally,
     warp_kernel_stages,
 )
 from unilab.apps.bench import main as bench_main
+from unilab.apps.train import compose_config
+from unilab.tasks.registry import make_functional_env
 
 WARP_STAGES = {"_solve_done__locals__kernel_0f0f0f0f_cuda_kernel_forward": "physics: solver"}
 
@@ -90,11 +98,48 @@ def test_tally_is_per_replay_and_ranks_families_and_kernels_by_time() -> None:
 def test_the_table_gives_each_graph_its_totals_then_its_families() -> None:
     row = tally([Kernel("nvjet_gemm", 0, 500), Kernel("triton_poi_fused_0", 500, 600)], replays=1, warp_stages={})
     row.update(wall_ms=1.2, busy_fraction=0.5)
-    table = attribution_table({"graphs": {"update": row, "iteration": {"wall_ms": 2.5}}, "physics_alone_ms": 0.7})
-    lines = table.splitlines()
+    phases = {
+        "critic: forward": {"runs": 8.0, "kernels": 40.0, "ms": 0.5},
+        "actor: forward": {"runs": 2.0, "kernels": 0.0, "ms": 0.0},  # launched nothing: left out
+        "outside the phases": {"runs": 0.0, "kernels": 2.0, "ms": 0.01},
+    }
+    graphs = {"update": row, "iteration": {"wall_ms": 2.5}}
+    lines = attribution_table({"graphs": graphs, "update_phases": phases, "physics_alone_ms": 0.7}).splitlines()
     assert lines[2] == "| **update** | all: wall 1.200 ms, busy 0.600 ms (50 %) | 2 | |"
     assert lines[3] == "| update | matmul | 1.0 | 0.500 |" and lines[4] == "| update | fused (Triton) | 1.0 | 0.100 |"
-    assert "wall 2.500 ms" in lines[5] and "wall 0.700 ms" in lines[6]
+    assert lines[5] == "| update, by phase | critic: forward (x8) | 40.0 | 0.500 |"
+    assert lines[6] == "| update, by phase | outside the phases | 2.0 | 0.010 |"
+    assert "wall 2.500 ms" in lines[7] and "wall 0.700 ms" in lines[8]
+
+
+def test_kernels_are_booked_to_the_innermost_range_that_launched_them() -> None:
+    ranges = [
+        HostRange("block", 0, 100),
+        HostRange("critic: forward", 0, 10),
+        HostRange("critic: backward", 10, 30),
+        HostRange("critic: forward", 60, 70),
+    ]
+    launches = [(5, 1000), (65, 1000), (20, 500), (35, 100), (None, 200), (150, 300)]  # (launched at, duration) us
+    booked = book_to_phases(ranges, launches, repeats=2)
+    assert booked["critic: forward"] == {"runs": 1.0, "kernels": 1.0, "ms": 1.0}
+    assert booked["critic: backward"] == {"runs": 0.5, "kernels": 0.5, "ms": 0.25}
+    assert booked["block"] == {"runs": 0.5, "kernels": 0.5, "ms": 0.05}  # between the inner ranges
+    assert booked["outside the phases"] == {"runs": 0.0, "kernels": 1.0, "ms": 0.25}  # no launch, or after all
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_an_update_block_shows_each_phase_as_often_as_it_runs(algo: str) -> None:
+    cfg = compose_config([f"algo={algo}", "task=g1_walk_flat", "sim=mujoco", *TINY])
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg.algo)
+    while not trainer.ready:
+        trainer.collect()
+    batch = trainer.storage[trainer.sample_indices(trainer.learner.minibatch * cfg.algo.updates_per_step)]
+    trainer.learner.profile_phases = True
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=2)
+    updates, actor_updates = cfg.algo.updates_per_step, -(-cfg.algo.updates_per_step // cfg.algo.policy_frequency)
+    expected = {name: actor_updates if name.startswith(("actor", "alpha")) else updates for name in UPDATE_PHASES}
+    assert {name: row["runs"] for name, row in phases.items()} == {**expected, "outside the phases": 0}
+    assert all(row["kernels"] == 0 for row in phases.values())  # CPU tensors: no device kernels to book
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
@@ -120,3 +165,7 @@ def test_profile_of_a_small_sac_iteration_on_cuda(tmp_path, capsys: pytest.Captu
     for row in (env_step, graphs["record"], update):
         assert row["kernels"] > 0 and 0 < row["busy_ms"] <= row["wall_ms"] * 1.05
     assert 0 < result["physics_alone_ms"] < env_step["wall_ms"]
+    phases = result["update_phases"]
+    assert all(phases[name]["kernels"] > 0 for name in ("critic: forward", "critic: backward", "critic: optimiser"))
+    booked = sum(row["kernels"] for name, row in phases.items() if name != "outside the phases")
+    assert booked > 0.9 * update["kernels"]  # eagerly, the block launches what its graph replays

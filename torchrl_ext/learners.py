@@ -7,12 +7,14 @@ differs between SAC and FlashSAC. ``explore`` runs inside the captured env step 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from copy import deepcopy
 
 import torch
 from tensordict import TensorDict
 from torch import nn
+from torch.profiler import record_function
 
 from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
@@ -41,6 +43,13 @@ def _symmetry(spec: EnvSpec) -> Symmetry:
     return Symmetry(spec.mirrors["policy"], spec.mirrors["critic"], spec.mirrors["action"])
 
 
+# The profiler ranges of one update, in the order they run.
+UPDATE_PHASES = (
+    *(f"{net}: {part}" for net in ("critic", "actor", "alpha") for part in ("forward", "backward", "optimiser")),
+    "target",
+)
+
+
 class Learner:
     """Shared update loop: critic every minibatch, actor and temperature every ``policy_frequency``-th."""
 
@@ -55,6 +64,9 @@ class Learner:
         self.acting: nn.Module | None = None  # the actor ``explore`` runs; set by ``_set_acting``
         self._acting_pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
         self.amp = cfg.amp and device.type == "cuda"
+        # On for a profile of ``update``: each phase then runs under a profiler range (``UPDATE_PHASES``). Off in
+        # training, so that the update launches exactly what it would without any profiling support.
+        self.profile_phases = False
         # Inductor fuses the losses' elementwise tails (C51 projection, log-probs, LayerNorm/SiLU) into few kernels;
         # the whole update is then recorded as one CUDA graph, so fewer kernels is what buys time.
         self.compile = cfg.compile and device.type == "cuda"
@@ -102,19 +114,29 @@ class Learner:
         local = {id(t) for t in self._per_env_state()}
         return [t for t in (*self.loss.parameters(), *self.loss.buffers()) if id(t) not in local]
 
-    def _descend(self, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None) -> None:
+    def _phase(self, name: str) -> contextlib.AbstractContextManager:
+        return record_function(name) if self.profile_phases else contextlib.nullcontext()
+
+    def _descend(
+        self, phase: str, optimizer: torch.optim.Optimizer, value: torch.Tensor, net: nn.Module | None = None
+    ) -> None:
         """One gradient step with the gradient averaged over ranks (one flat all-reduce, captured with the update
         block on CUDA), so every rank takes the same step; gradients of ``net`` are clipped when ``max_grad_norm``
         is set, after averaging, so the clip sees the gradient the step uses."""
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        self.world.average_gradients_(optimizer)
-        if net is not None and self.cfg.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
-        optimizer.step()
+        with self._phase(f"{phase}: backward"):
+            optimizer.zero_grad(set_to_none=True)
+            value.backward()
+            self.world.average_gradients_(optimizer)
+        with self._phase(f"{phase}: optimiser"):
+            if net is not None and self.cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), self.cfg.max_grad_norm)
+            optimizer.step()
 
     def update(self, batch: TensorDict) -> TensorDict:
-        """``updates_per_step`` minibatch updates on ``batch`` (``updates_per_step * minibatch`` rows)."""
+        """``updates_per_step`` minibatch updates on ``batch`` (``updates_per_step * minibatch`` rows).
+
+        With ``profile_phases`` on, each phase runs under a profiler range (``UPDATE_PHASES``), so a profile of
+        an update block can book every kernel to the phase that launched it."""
         loss, opt, n = self.loss, self.optim, self.minibatch
         critic_loss, actor_loss = self._loss_fns
         # No autocast weight cache: inside a CUDA graph a cached cast would outlive its capture.
@@ -124,20 +146,22 @@ class Learner:
         out = {}
         for i in range(self.cfg.updates_per_step):
             mb = batch[i * n : (i + 1) * n]
-            with autocast():
+            with self._phase("critic: forward"), autocast():
                 critic = critic_loss(mb)
-            self._descend(opt.critic, critic["loss_critic"], loss.critic)
+            self._descend("critic", opt.critic, critic["loss_critic"], loss.critic)
             out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
             if i % self.cfg.policy_frequency == 0:
-                with autocast():
+                with self._phase("actor: forward"), autocast():
                     actor = actor_loss(mb)
-                self._descend(opt.actor, actor["loss_actor"], loss.actor)
-                alpha = loss.alpha_loss(actor["log_prob"])
-                self._descend(opt.alpha, alpha["loss_alpha"])
+                self._descend("actor", opt.actor, actor["loss_actor"], loss.actor)
+                with self._phase("alpha: forward"):
+                    alpha = loss.alpha_loss(actor["log_prob"])
+                self._descend("alpha", opt.alpha, alpha["loss_alpha"])
                 out.update(loss_actor=actor["loss_actor"].detach(), entropy=actor["entropy"].detach())
                 out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
-            self.after_step()  # before Polyak, so the target averages projected weights
-            loss.update_target()
+            with self._phase("target"):
+                self.after_step()  # before Polyak, so the target averages projected weights
+                loss.update_target()
         return TensorDict(out, batch_size=[])
 
     @functools.cached_property

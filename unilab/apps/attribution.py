@@ -9,6 +9,10 @@ workload's trainer, lets it record its graphs, then
    sums them by family: MuJoCo Warp's physics stages (by the module that defines each kernel), matrix
    multiplies, Inductor's fused Triton kernels, optimiser kernels and torch's own kernels, by name.
 
+3. runs the update block once more without its graph, so that the learner's profiler ranges (critic, actor and
+   temperature: forward, backward, optimiser; the target update) exist on the host, and books each of its
+   kernels to the range that launched it: the same kernels the graph replays, by phase.
+
 Busy time is the union of the kernels' intervals. A graph whose busy time is well under its wall time is
 bound by launch latency and dependencies rather than by arithmetic. One blind spot: CUPTI traces only the
 first pass of a conditional while node, so the MuJoCo Warp solver's later iterations are missing from the
@@ -155,6 +159,64 @@ def traced_kernels(run: Callable[[], object], replays: int) -> list[Kernel]:
     ]
 
 
+@dataclass(frozen=True)
+class HostRange:
+    """A profiler range on the host: where a phase of an update started and ended."""
+
+    name: str
+    start_us: float
+    end_us: float
+
+
+def book_to_phases(
+    ranges: Sequence[HostRange], launches: Iterable[tuple[float | None, float]], repeats: int
+) -> dict[str, dict[str, float]]:
+    """Per phase, per repeat: how often it ran, its kernels and their milliseconds. A kernel is
+    ``(launched_at_us, duration_us)`` and belongs to the innermost range that holds its launch on the host,
+    whatever thread launched it (the backward pass launches from autograd's own thread while the caller waits
+    inside its range). A kernel with no known launch, or launched outside every range, is booked to
+    ``outside the phases``."""
+    out: dict[str, dict[str, float]] = {}
+    for r in ranges:
+        out.setdefault(r.name, {"runs": 0.0, "kernels": 0.0, "ms": 0.0})["runs"] += 1 / repeats
+    spans = sorted(ranges, key=lambda r: r.end_us - r.start_us)  # innermost first
+    for launched, duration in launches:
+        owner = next((r.name for r in spans if launched is not None and r.start_us <= launched <= r.end_us), None)
+        row = out.setdefault(owner or "outside the phases", {"runs": 0.0, "kernels": 0.0, "ms": 0.0})
+        row["kernels"] += 1 / repeats
+        row["ms"] += duration / 1e3 / repeats
+    return {name: {k: round(v, 4) for k, v in row.items()} for name, row in out.items()}
+
+
+def phase_profile(run: Callable[[], object], phases: Sequence[str], repeats: int) -> dict[str, dict[str, float]]:
+    """Run ``run`` (an update block, launched eagerly: inside a graph replay the host ranges do not exist)
+    ``repeats`` times under the profiler, and book each kernel to the ``phases`` range that launched it."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    settle_all = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    settle_all()
+    with profile(activities=activities) as prof:
+        for _ in range(repeats):
+            run()
+        settle_all()
+    events = prof.events()
+    wanted = set(phases)
+    # Every range of a phase; the same phase runs several times per block.
+    ranges = [HostRange(e.name, e.time_range.start, e.time_range.end) for e in events if e.name in wanted]
+    host_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+    launches = []
+    for event in events:
+        if event.device_type != DeviceType.CUDA:
+            continue
+        op = host_ops.get(event.linked_correlation_id)  # the op (or range) that queued the kernel
+        launches.append((op.time_range.start if op else None, event.time_range.end - event.time_range.start))
+    booked = book_to_phases(ranges, launches, repeats)
+    empty = {"runs": 0.0, "kernels": 0.0, "ms": 0.0}
+    return {name: booked.get(name, empty) for name in (*phases, "outside the phases")}
+
+
 def profile_graphs(
     graphs: dict[str, Callable[[], object]], iteration: Callable[[], object], replays: int
 ) -> dict[str, dict]:
@@ -171,7 +233,8 @@ def profile_graphs(
 
 
 def attribution_table(result: dict) -> str:
-    """Markdown: each graph's totals, then its kernel families by time; last the iteration as training runs it."""
+    """Markdown: each graph's totals, then its kernel families by time; the update block's kernels by phase; last
+    the iteration as training runs it."""
     lines = ["| graph | family | kernels / replay | kernel ms / replay |", "|---|---|---|---|"]
     graphs = result["graphs"]
     for name, row in graphs.items():
@@ -185,6 +248,10 @@ def attribution_table(result: dict) -> str:
             f"| {name} | {family} | {values['kernels']:.1f} | {values['ms']:.3f} |"
             for family, values in row["families"].items()
         ]
+    for name, row in (result.get("update_phases") or {}).items():
+        if row["kernels"]:
+            runs = f" (x{row['runs']:g})" if row["runs"] else ""
+            lines.append(f"| update, by phase | {name}{runs} | {row['kernels']:.1f} | {row['ms']:.3f} |")
     lines.append(f"| **iteration** (env step beside the updates) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
     if result.get("physics_alone_ms") is not None:
         lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
@@ -193,6 +260,7 @@ def attribution_table(result: dict) -> str:
 
 def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
     """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
+    from torchrl_ext.learners import UPDATE_PHASES
     from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.apps.bench import CANONICAL_WORKLOADS, capture_replay, stand_state
     from unilab.apps.train import compose_config, task_overrides
@@ -217,6 +285,11 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
 
     graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
     result = profile_graphs(graphs, iteration, replays)
+    # The update block once more, launched eagerly so that its host ranges exist: the same kernels, by phase.
+    rows = trainer.learner.minibatch * cfg.algo.updates_per_step
+    batch = trainer.storage[trainer.sample_indices(rows)]
+    trainer.learner.profile_phases = True
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3)
     # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
     sim = env.sim
     state = stand_state(sim, seed=0)
@@ -228,5 +301,6 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
         "num_envs": num_envs,
         "replays": replays,
         "graphs": result,
+        "update_phases": phases,
         "physics_alone_ms": time_ms(physics, replays),
     }

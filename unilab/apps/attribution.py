@@ -205,7 +205,8 @@ def phase_profile(run: Callable[[], object], phases: Sequence[str], repeats: int
     wanted = set(phases)
     # Every range of a phase; the same phase runs several times per block.
     ranges = [HostRange(e.name, e.time_range.start, e.time_range.end) for e in events if e.name in wanted]
-    host_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+    # Ops and ranges on the host; the driver calls, linked to an op themselves, number from another counter.
+    host_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and not e.linked_correlation_id}
     launches = []
     for event in events:
         if event.device_type != DeviceType.CUDA:

@@ -135,7 +135,7 @@ def test_an_update_block_shows_each_phase_as_often_as_it_runs(algo: str) -> None
         trainer.collect()
     batch = trainer.storage[trainer.sample_indices(trainer.learner.minibatch * cfg.algo.updates_per_step)]
     trainer.learner.profile_phases = True
-    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=2)
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=2, device=trainer.device)
     updates, actor_updates = cfg.algo.updates_per_step, -(-cfg.algo.updates_per_step // cfg.algo.policy_frequency)
     expected = {name: actor_updates if name.startswith(("actor", "alpha")) else updates for name in UPDATE_PHASES}
     assert {name: row["runs"] for name, row in phases.items()} == {**expected, "outside the phases": 0}

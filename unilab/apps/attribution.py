@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from unilab.core.device import settle
+
 # A Warp kernel's device symbol: its function's name, an 8-digit hash, then this suffix.
 WARP_SUFFIX = "_cuda_kernel_forward"
 # MuJoCo Warp's modules (mujoco_warp._src.<name>) by the physics stage they implement.
@@ -168,6 +170,10 @@ class HostRange:
     end_us: float
 
 
+def _phase_row() -> dict[str, float]:
+    return {"runs": 0.0, "kernels": 0.0, "ms": 0.0}
+
+
 def book_to_phases(
     ranges: Sequence[HostRange], launches: Iterable[tuple[float | None, float]], repeats: int
 ) -> dict[str, dict[str, float]]:
@@ -178,29 +184,30 @@ def book_to_phases(
     ``outside the phases``."""
     out: dict[str, dict[str, float]] = {}
     for r in ranges:
-        out.setdefault(r.name, {"runs": 0.0, "kernels": 0.0, "ms": 0.0})["runs"] += 1 / repeats
+        out.setdefault(r.name, _phase_row())["runs"] += 1 / repeats
     spans = sorted(ranges, key=lambda r: r.end_us - r.start_us)  # innermost first
     for launched, duration in launches:
         owner = next((r.name for r in spans if launched is not None and r.start_us <= launched <= r.end_us), None)
-        row = out.setdefault(owner or "outside the phases", {"runs": 0.0, "kernels": 0.0, "ms": 0.0})
+        row = out.setdefault(owner or "outside the phases", _phase_row())
         row["kernels"] += 1 / repeats
         row["ms"] += duration / 1e3 / repeats
     return {name: {k: round(v, 4) for k, v in row.items()} for name, row in out.items()}
 
 
-def phase_profile(run: Callable[[], object], phases: Sequence[str], repeats: int) -> dict[str, dict[str, float]]:
-    """Run ``run`` (an update block, launched eagerly: inside a graph replay the host ranges do not exist)
-    ``repeats`` times under the profiler, and book each kernel to the ``phases`` range that launched it."""
+def phase_profile(
+    run: Callable[[], object], phases: Sequence[str], repeats: int, device: torch.device
+) -> dict[str, dict[str, float]]:
+    """Run ``run`` (an update block on ``device``, launched eagerly: inside a graph replay the host ranges do not
+    exist) ``repeats`` times under the profiler, and book each kernel to the ``phases`` range that launched it."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    settle_all = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    settle_all()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    settle(device)
     with profile(activities=activities) as prof:
         for _ in range(repeats):
             run()
-        settle_all()
+        settle(device)
     events = prof.events()
     wanted = set(phases)
     # Every range of a phase; the same phase runs several times per block.
@@ -214,8 +221,7 @@ def phase_profile(run: Callable[[], object], phases: Sequence[str], repeats: int
         op = host_ops.get(event.linked_correlation_id)  # the op (or range) that queued the kernel
         launches.append((op.time_range.start if op else None, event.time_range.end - event.time_range.start))
     booked = book_to_phases(ranges, launches, repeats)
-    empty = {"runs": 0.0, "kernels": 0.0, "ms": 0.0}
-    return {name: booked.get(name, empty) for name in (*phases, "outside the phases")}
+    return {name: booked.get(name, _phase_row()) for name in (*phases, "outside the phases")}
 
 
 def profile_graphs(
@@ -290,7 +296,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     rows = trainer.learner.minibatch * cfg.algo.updates_per_step
     batch = trainer.storage[trainer.sample_indices(rows)]
     trainer.learner.profile_phases = True
-    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3)
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
     # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
     sim = env.sim
     state = stand_state(sim, seed=0)

@@ -232,10 +232,10 @@ class RunSummary:
     # whether every rank held the same ones (None with one rank: nothing to compare).
     weights_digest: str | None = None
     ranks_in_sync: bool | None = None
-    # Seconds from the process start to the first timed iteration, by phase in the order they ran (process start
-    # to prepare: interpreter, imports, config; checks; env build; trainer build less the env's reset, warm-up
-    # steps (Warp kernel loads, torch.compile) and capture; the replay pre-fill; the first iteration, which
-    # compiles and captures the updates), and their sum.
+    # Seconds from the process start to the first timed iteration, by phase in the order they ran (imports: the
+    # interpreter and the command's modules; config; checks; env build; trainer build less the env's reset,
+    # warm-up steps (Warp kernel loads, torch.compile) and capture; the replay pre-fill; the first iteration,
+    # which compiles and captures the updates), and their sum.
     startup_sec: dict[str, float] = field(default_factory=dict)
     startup_total_sec: float | None = None
 

@@ -27,6 +27,7 @@ from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.learners import LEARNERS
 from torchrl_ext.seeding import rank_seed
+from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
@@ -181,7 +182,7 @@ class OffPolicyTrainer:
         self._transition: TensorDict | None = None
         self.concurrent = self.capture and cfg.overlap_updates
         # Record and update graphs are recorded on this stream, the env step on the runner's: graphs that replay
-        # at the same time must not share a capture stream, whose cuBLAS workspace they would share (EnvRunner).
+        # at the same time must not share a capture stream (unilab.core.cuda_graphs).
         self._capture_stream = torch.cuda.Stream(dev) if self.capture else None
         self._env_stream = torch.cuda.Stream(dev) if self.concurrent else None
         self._stepped = torch.cuda.Event() if self.concurrent else None
@@ -215,16 +216,9 @@ class OffPolicyTrainer:
         if graph is not None:
             graph.replay()
             return self._graph_out[name]
-        current = torch.cuda.current_stream(self.device)
-        own = self._capture_stream
-        own.wait_stream(current)
-        with torch.cuda.stream(own):  # the warm-up call is this iteration's real work
-            out = fn()
-        current.wait_stream(own)
-        graph = self._graphs[name] = torch.cuda.CUDAGraph()
-        graph.register_generator_state(self._replay_rng)  # the update graph samples replay rows from it
-        with torch.cuda.graph(graph, stream=own):
-            self._graph_out[name] = fn()
+        out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
+        # The update graph samples replay rows from the replay generator.
+        self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, [self._replay_rng])
         return out
 
     # -- acting --------------------------------------------------------------------------

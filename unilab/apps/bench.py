@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.sim import BACKENDS, SimBackend, SimConfig, default_backend, make_backend
@@ -48,15 +49,9 @@ def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.devi
 
 def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
     """Record ``step`` in a CUDA graph (warm-up on a side stream first) and return its replay."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=side):  # its own stream, so its own cuBLAS workspace (see EnvRunner)
-        step()
+    own = torch.cuda.Stream(device)  # see unilab.core.cuda_graphs
+    warm_up(step, own, times=3)
+    graph, _ = record(step, own)
     return graph.replay
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import TensorDict
 
+from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
@@ -78,22 +79,12 @@ class EnvRunner:
 
     def _capture(self, warmup_steps: int) -> None:
         device = self.env.device
-        # The graph is recorded on the runner's own stream, not torch's shared capture stream: cuBLAS workspaces
-        # are cached per stream, and a graph bakes in the one it was recorded with. Graphs recorded on the same
-        # stream that replay at the same time (this step beside a trainer's updates) would share that scratch
-        # memory, and on an H200 that wedged the GPU in a GEMM that never finished.
-        own = torch.cuda.Stream(device)
-        own.wait_stream(torch.cuda.current_stream(device))
+        own = torch.cuda.Stream(device)  # this runner's alone: see unilab.core.cuda_graphs
         began = time.perf_counter()
-        with torch.cuda.stream(own):
-            for _ in range(warmup_steps):  # loads kernels, compiles, fills allocator pools
-                self._fn()
-        torch.cuda.current_stream(device).wait_stream(own)
+        warm_up(self._fn, own, warmup_steps)  # loads kernels, compiles, fills allocator pools
         settle(device)
         captured = time.perf_counter()
-        self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph, stream=own):
-            self._out = self._fn()
+        self._graph, self._out = record(self._fn, own)
         settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
 

@@ -20,6 +20,7 @@ from torchrl_ext import (
     project_distribution,
     target_entropy_from_ratio,
 )
+from torchrl_ext.networks import EnsembleLinear
 from unilab.core.spec import Mirror
 
 OBS, CRITIC_OBS, ACT, BATCH = 10, 13, 4, 64
@@ -114,6 +115,16 @@ def test_critic_members_are_independent() -> None:
     changed = critic(obs, action)
     torch.testing.assert_close(changed[0], logits[0])
     assert not torch.allclose(changed[1], logits[1])
+
+
+def test_an_ensemble_layer_is_each_members_own_affine_map() -> None:
+    layer = EnsembleLinear(2, 6, 4)
+    x = torch.randn(2, 5, 6)
+    out = layer(x)
+    for member in range(2):
+        torch.testing.assert_close(out[member], x[member] @ layer.weight[member] + layer.bias[member])
+    with torch.autocast("cpu", torch.bfloat16):  # the bias joins the product in the product's precision
+        assert layer(x).dtype == torch.bfloat16
 
 
 def test_loss_outputs() -> None:

@@ -121,7 +121,12 @@ class Actor(nn.Module):
 
 
 class EnsembleLinear(nn.Module):
-    """``num_members`` independent linear layers applied with one ``baddbmm``; input and output are (E, N, dim)."""
+    """``num_members`` independent linear layers applied with one ``bmm``; input and output are (E, N, dim).
+
+    The bias is added after the product, not passed to ``baddbmm``: ``baddbmm`` into a fresh output first copies
+    its broadcast bias into that output (a full (E, N, dim) write before the GEMM), whereas a separate add fuses
+    into the LayerNorm that follows under torch.compile.
+    """
 
     def __init__(self, num_members: int, in_dim: int, out_dim: int) -> None:
         super().__init__()
@@ -130,7 +135,8 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.baddbmm(self.bias, x, self.weight)
+        product = torch.bmm(x, self.weight)
+        return product + self.bias.to(product.dtype)  # the product's dtype: bf16 under autocast
 
 
 class EnsembleLayerNorm(nn.Module):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from test_train import TINY
@@ -15,6 +17,7 @@ from unilab.apps.attribution import (
     book_to_phases,
     busy_us,
     kernel_family,
+    kernel_launches,
     phase_profile,
     physics_stage,
     tally,
@@ -125,6 +128,22 @@ def test_kernels_are_booked_to_the_innermost_range_that_launched_them() -> None:
     assert booked["critic: backward"] == {"runs": 0.5, "kernels": 0.5, "ms": 0.25}
     assert booked["block"] == {"runs": 0.5, "kernels": 0.5, "ms": 0.05}  # between the inner ranges
     assert booked["outside the phases"] == {"runs": 0.0, "kernels": 1.0, "ms": 0.25}  # no launch, or after all
+
+
+def test_each_kernel_is_dated_by_the_host_op_that_queued_it_and_the_unclaimed_keep_their_time() -> None:
+    def event(kind: str, start: float, end: float, kernels: tuple[float, ...] = ()) -> SimpleNamespace:
+        claimed = [SimpleNamespace(duration=d) for d in kernels]
+        return SimpleNamespace(device_type=kind, time_range=SimpleNamespace(start=start, end=end), kernels=claimed)
+
+    events = [
+        event("cpu", 10, 20, kernels=(4,)),
+        event("cpu", 30, 40, kernels=(2, 6)),
+        event("cpu", 50, 60),  # queued nothing
+        *(event("cuda", t, t + d) for t, d in ((100, 4), (110, 2), (120, 6), (130, 3), (140, 5))),
+    ]
+    launches = kernel_launches(events, host="cpu", device="cuda")
+    assert launches[:3] == [(10, 4), (30, 2), (30, 6)]
+    assert launches[3:] == [(None, 4.0), (None, 4.0)]  # two kernels no op claims, 3 + 5 us between them
 
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])

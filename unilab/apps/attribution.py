@@ -194,6 +194,25 @@ def book_to_phases(
     return {name: {k: round(v, 4) for k, v in row.items()} for name, row in out.items()}
 
 
+def kernel_launches(events: Sequence, host: object, device: object) -> list[tuple[float | None, float]]:
+    """``(launched_at_us, duration_us)`` of each kernel in a profiler's ``events``: the start of the host op that
+    queued it. The profiler itself links kernels to the ops that queued them (each host op's ``kernels``); the
+    correlation ids it links them by are not on its events in every torch release. Kernels no op claims come
+    last, as ``(None, their mean duration)``: their count and total time stay exact."""
+    launches: list[tuple[float | None, float]] = [
+        (event.time_range.start, kernel.duration)
+        for event in events
+        if event.device_type == host
+        for kernel in event.kernels
+    ]
+    on_device = [event.time_range.end - event.time_range.start for event in events if event.device_type == device]
+    unclaimed = len(on_device) - len(launches)
+    if unclaimed > 0:
+        rest = (sum(on_device) - sum(duration for _, duration in launches)) / unclaimed
+        launches += [(None, rest)] * unclaimed
+    return launches
+
+
 def phase_profile(
     run: Callable[[], object], phases: Sequence[str], repeats: int, device: torch.device
 ) -> dict[str, dict[str, float]]:
@@ -212,15 +231,7 @@ def phase_profile(
     wanted = set(phases)
     # Every range of a phase; the same phase runs several times per block.
     ranges = [HostRange(e.name, e.time_range.start, e.time_range.end) for e in events if e.name in wanted]
-    # Ops and ranges on the host; the driver calls, linked to an op themselves, number from another counter.
-    host_ops = {e.id: e for e in events if e.device_type == DeviceType.CPU and not e.linked_correlation_id}
-    launches = []
-    for event in events:
-        if event.device_type != DeviceType.CUDA:
-            continue
-        op = host_ops.get(event.linked_correlation_id)  # the op (or range) that queued the kernel
-        launches.append((op.time_range.start if op else None, event.time_range.end - event.time_range.start))
-    booked = book_to_phases(ranges, launches, repeats)
+    booked = book_to_phases(ranges, kernel_launches(events, DeviceType.CPU, DeviceType.CUDA), repeats)
     return {name: booked.get(name, _phase_row()) for name in (*phases, "outside the phases")}
 
 

@@ -210,6 +210,20 @@ def test_thresholds_come_from_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
     assert meets_thresholds("walk_without_metrics", walk) is None
 
 
+def test_a_library_tracker_meets_the_thresholds_only_on_every_clip() -> None:
+    good, weak = {"num_envs": 8, "survival_rate": 1.0, "body_pos_error": 0.05}, {"num_envs": 8, "survival_rate": 0.8}
+    start = {"survival_rate": 0.95, "body_pos_error": 0.06}  # the library on average passes
+
+    def result(per_clip: dict) -> dict:
+        return {**start, "primary_start": "from_start", "from_start": {**start, "per_clip": per_clip}}
+
+    assert meets_thresholds("g1_motion_tracking", result({"a": good, "b": good}))
+    assert not meets_thresholds("g1_motion_tracking", result({"a": good, "b": {**weak, "body_pos_error": 0.05}}))
+    assert not meets_thresholds("g1_motion_tracking", result({"a": good, "b": {"num_envs": 0}}))  # never played
+    walk = {"fall_rate": 0.0, "lin_vel_error": 0.1, "per_clip": {"b": {"num_envs": 0}}}
+    assert meets_thresholds("g1_walk_flat", walk)  # walking judges no grouping
+
+
 def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:
     missing = tmp_path / "nope.pt"
     with pytest.raises(SystemExit):

@@ -355,12 +355,22 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
 
 
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
-    """Whether ``result`` passes the task's thresholds (None for a task that declares none)."""
-    bounds = metrics_of(task).thresholds
-    if not bounds:
+    """Whether ``result`` passes the task's thresholds, over all envs and in every group of the primary start's
+    judged groupings (None for a task that declares no thresholds). A group without figures fails."""
+    metrics = metrics_of(task)
+    if not metrics.thresholds:
         return None
     passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
-    return all(passes[op](result[metric], bound) for metric, (op, bound) in bounds.items())
+
+    def meets(figures: dict[str, Any]) -> bool:
+        return all(
+            metric in figures and passes[op](figures[metric], bound)
+            for metric, (op, bound) in metrics.thresholds.items()
+        )
+
+    section = result.get(result.get("primary_start"), result)  # with named starts, the groups sit in its section
+    groups = [group for name in metrics.judged_groupings for group in section.get(name, {}).values()]
+    return meets(result) and all(meets(group) for group in groups)
 
 
 def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -33,6 +33,9 @@ class EvalMetrics:
     its figures head the summary. Without ``starts`` episodes start as the env's own reset has them, scored once.
     ``groups`` split the envs by how their first episode started: ``groups[name](env, state)`` on the post-reset
     state gives ``{group: (N,) bool mask}``, and eval scores each group's envs alone, under ``name``.
+    ``judged_groupings`` names the groupings whose every group must meet the thresholds too (a tracker trained on
+    a library must track each clip, not the library on average); a group that no env played fails, since nothing
+    shows it works.
     """
 
     readings: Readings
@@ -40,6 +43,7 @@ class EvalMetrics:
     thresholds: Mapping[str, Threshold] = field(default_factory=dict)
     starts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     groups: Mapping[str, Groups] = field(default_factory=dict)
+    judged_groupings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,7 @@ METRICS = EvalMetrics(
     thresholds={"survival_rate": (">=", 0.90), "body_pos_error": ("<=", 0.10)},
     starts={"from_start": {"start": "first_frame"}, "adaptive_start": {"start": "adaptive"}},
     groups={"per_clip": clip_groups},
+    judged_groupings=("per_clip",),
 )
 """A tracking policy works when, started at the first frame of its clip, at least 90 % of robots reach the clip's
-last frame and their bodies stay within 0.10 m of the reference on average."""
+last frame and their bodies stay within 0.10 m of the reference on average: over all envs and on every clip."""

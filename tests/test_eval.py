@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, main, meets_thresholds, rollout, score
+from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, format_table, main, meets_thresholds, rollout, score
 from unilab.apps.train import compose_config, run
 from unilab.core.math import quat_angle
 from unilab.core.rng import make_rng
@@ -222,6 +222,11 @@ def test_a_library_tracker_meets_the_thresholds_only_on_every_clip() -> None:
     assert not meets_thresholds("g1_motion_tracking", result({"a": good, "b": {"num_envs": 0}}))  # never played
     walk = {"fall_rate": 0.0, "lin_vel_error": 0.1, "per_clip": {"b": {"num_envs": 0}}}
     assert meets_thresholds("g1_walk_flat", walk)  # walking judges no grouping
+
+    printed = format_table(
+        {**result({"a": good, "b": weak}), "task": "g1_motion_tracking", "num_envs": 16, "seed": 0, "steps": 9}
+    )
+    assert printed.splitlines()[-2:] == ["  per_clip: 1 of 2 meet the thresholds", "    below: b"]
 
 
 def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from unilab.motion import MotionFileError, motion_files
 from unilab.sim import load_model
 from unilab.tasks.metrics import episode_lengths
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env, make_task
-from unilab.tasks.task import EvalMetrics
+from unilab.tasks.task import EvalMetrics, Threshold
 
 SUMMARY_NAME = "eval_summary.json"
 SERIES_NAME = "eval_series.json"
@@ -354,23 +355,31 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
     return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
 
 
+def _meets(thresholds: Mapping[str, Threshold], figures: dict[str, Any]) -> bool:
+    passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
+    return all(metric in figures and passes[op](figures[metric], bound) for metric, (op, bound) in thresholds.items())
+
+
+def judged_groups(task: str, result: dict[str, Any]) -> dict[str, dict[str, bool]]:
+    """For each of the task's judged groupings in ``result``'s primary start: whether each group meets the
+    thresholds (a group without figures does not)."""
+    metrics = metrics_of(task)
+    section = result.get(result.get("primary_start"), result)  # with named starts, the groups sit in its section
+    return {
+        name: {group: _meets(metrics.thresholds, figures) for group, figures in section[name].items()}
+        for name in metrics.judged_groupings
+        if name in section
+    }
+
+
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
     """Whether ``result`` passes the task's thresholds, over all envs and in every group of the primary start's
-    judged groupings (None for a task that declares no thresholds). A group without figures fails."""
-    metrics = metrics_of(task)
-    if not metrics.thresholds:
+    judged groupings (None for a task that declares no thresholds)."""
+    thresholds = metrics_of(task).thresholds
+    if not thresholds:
         return None
-    passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
-
-    def meets(figures: dict[str, Any]) -> bool:
-        return all(
-            metric in figures and passes[op](figures[metric], bound)
-            for metric, (op, bound) in metrics.thresholds.items()
-        )
-
-    section = result.get(result.get("primary_start"), result)  # with named starts, the groups sit in its section
-    groups = [group for name in metrics.judged_groupings for group in section.get(name, {}).values()]
-    return meets(result) and all(meets(group) for group in groups)
+    groups = judged_groups(task, result)
+    return _meets(thresholds, result) and all(all(verdicts.values()) for verdicts in groups.values())
 
 
 def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -411,7 +420,13 @@ def format_table(result: dict[str, Any]) -> str:
     rows = figures(result) + [(f"{name}.{k}", v) for name in others for k, v in figures(result[name])]
     width = max(len(k) for k, _ in rows)
     head = f"eval {result['task']} ({result['num_envs']} envs, seed {result['seed']}, {result['steps']} steps)"
-    return "\n".join([head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)])
+    lines = [head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)]
+    if metrics_of(result["task"]).thresholds:  # which groups an average over all envs may hide
+        for name, verdicts in judged_groups(result["task"], result).items():
+            below = [group for group, meets in verdicts.items() if not meets]
+            lines.append(f"  {name}: {len(verdicts) - len(below)} of {len(verdicts)} meet the thresholds")
+            lines += [f"    below: {group}" for group in below]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from unilab.managers.managers import apply_updates
 from unilab.motion import DEFAULT_MOTION, MotionFileError, load_motions, motion_files
 from unilab.motion import loader as motion_loader
 from unilab.tasks.g1_motion_tracking import terms as tracking
-from unilab.tasks.registry import make_functional_env
+from unilab.tasks.registry import make_functional_env, make_task
 
 SLICES = {"a_squat_start": (0, 61, 0.0), "b_squat_middle": (200, 301, 1.5), "c_arms": (350, 391, -0.7)}
 """Clip name -> (first frame, end frame, x shift in m) of the shipped clip: three lengths, three places."""
@@ -156,6 +156,28 @@ def test_failures_draw_starts_to_their_clip_and_bin() -> None:
     assert (tracking.clip_of(motion, frames) == 2).float().mean().item() == pytest.approx(0.5, abs=0.02)
 
 
+def test_a_failure_also_draws_starts_to_the_seconds_before_it_in_its_own_clip() -> None:
+    motion = _fake_motion()
+    ema = torch.zeros(int(BINS.sum()))
+    ema[3 + 1] = 1.0  # clip 1, its second second; clip 0's bins come just before it
+    frames = tracking.sample_frames(ema, _draws(), LENGTHS, 0.0, BINS, look_back_bins=3)
+    clip = tracking.clip_of(motion, frames)
+    assert (clip == 1).all()  # clip 0's last seconds borrow nothing from the next clip
+    bins = tracking.frame_bin(motion, BINS, clip, frames)
+    decay = tracking.LOOK_BACK_DECAY  # the failing bin weighs 1, the one before it decay (two bins back: none left)
+    assert (bins <= 4).all() and (bins == 3).float().mean().item() == pytest.approx(decay / (1 + decay), abs=0.02)
+    ema[:] = 0.0
+    ema[2] = 1.0  # clip 0's last second: past a clip's end its last bin stands in for the bins beyond
+    weights = tracking.look_back(ema, torch.cumsum(BINS, 0), 3)
+    total = 1 + decay + decay**2
+    expected = torch.zeros_like(ema)
+    expected[:3] = torch.tensor([decay**2 / total, (decay + decay**2) / total, 1.0])
+    torch.testing.assert_close(weights, expected)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="failure_look_back must be an integer >= 1"):
+            make_task("g1_motion_tracking", failure_look_back=bad)
+
+
 def test_a_single_clip_samples_the_start_frames_it_always_did() -> None:
     """Values recorded from the sampler before motion libraries existed: one clip keeps every seed's results."""
     ema = torch.zeros(11)
@@ -251,10 +273,13 @@ def test_first_frame_starts_spread_the_envs_over_the_clips(library: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("start", ["adaptive", "first_frame"])
-def test_a_library_step_traces_fullgraph(library: Path, start: str) -> None:
-    """Clip lookups, per clip-bin sampling and both starts without a host sync: a graph break fails fullgraph."""
-    env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=3, motion_file=library, start=start)
+@pytest.mark.parametrize(("start", "look_back"), [("adaptive", 1), ("adaptive", 3), ("first_frame", 1)])
+def test_a_library_step_traces_fullgraph(library: Path, start: str, look_back: int) -> None:
+    """Clip lookups, per clip-bin sampling (with and without look-back) and both starts without a host sync: a
+    graph break fails fullgraph."""
+    env = make_functional_env(
+        "g1_motion_tracking", sim="mujoco", num_envs=3, motion_file=library, start=start, failure_look_back=look_back
+    )
     action = torch.rand(3, 29, generator=torch.Generator().manual_seed(0)) * 2 - 1
     rng = make_rng(0)
     state = apply_updates(env.reset(rng), {("env", "episode_step"): torch.full((3,), env.ctx.max_episode_steps)})

@@ -219,6 +219,8 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.weight_decay=-0.1", "algo.weight_decay must be >= 0, got -0.1"),
         ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: motion file not found"),
         ("task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
+        ("task.failure_look_back=0", "task.failure_look_back must be >= 1, got 0"),
+        ("task.failure_look_back=3", "unknown override(s) ['failure_look_back'] for task 'g1_walk_flat'"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:

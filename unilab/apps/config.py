@@ -21,6 +21,7 @@ class TaskSelection:
     obs_noise: bool = True
     motion_file: str | None = None
     episode_length_s: float | None = None  # None: the task's own
+    failure_look_back: int | None = None  # tracking's adaptive sampler, in bins (None: the task's own)
 
 
 @dataclass
@@ -122,6 +123,8 @@ def validate(cfg: TrainConfig) -> None:
         _check(getattr(a, key) >= 0.0, f"algo.{key}", ">= 0", getattr(a, key))
     length = cfg.task.episode_length_s
     _check(length is None or length > 0.0, "task.episode_length_s", "> 0", length)
+    look_back = cfg.task.failure_look_back
+    _check(look_back is None or look_back >= 1, "task.failure_look_back", ">= 1", look_back)
     _check(t.log_interval >= 1, "training.log_interval", ">= 1", t.log_interval)
     _check(t.play_seconds > 0.0, "training.play_seconds", "> 0", t.play_seconds)
     _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)

@@ -173,6 +173,8 @@ def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
         overrides["motion_file"] = cfg.task.motion_file
     if cfg.task.episode_length_s is not None:
         overrides["episode_length_s"] = cfg.task.episode_length_s
+    if cfg.task.failure_look_back is not None:
+        overrides["failure_look_back"] = cfg.task.failure_look_back
     return overrides
 
 
@@ -661,7 +663,7 @@ def next_steps(prepared: Prepared, summary: RunSummary) -> str:
     if cfg.sim.name == "mujoco":
         lines.append(
             f"This was a short smoke run on the CPU ({cfg.algo.num_envs} envs, {summary.completed_iterations} "
-            "iterations): it checks the whole pipeline; the policy is not expected to walk. Policies learn in "
+            "iterations): it checks the whole pipeline; the policy is not expected to work yet. Policies learn in "
             "minutes on a GPU: train --sim mjwarp (docs/results.md)."
         )
     lines += [

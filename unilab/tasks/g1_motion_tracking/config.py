@@ -58,7 +58,10 @@ def _actor_terms(motion, noise_scale: float) -> dict[str, ObsTerm]:
 
 
 def make_task(
-    motion_file: MotionSpec | None = None, reset_noise_scale: float = 1.0, start: str = "adaptive"
+    motion_file: MotionSpec | None = None,
+    reset_noise_scale: float = 1.0,
+    start: str = "adaptive",
+    failure_look_back: int = 1,
 ) -> TaskConfig:
     """The tracking task on ``motion_file``: a clip, a directory of clips or a list of either (default: the shipped
     clip).
@@ -68,9 +71,13 @@ def make_task(
     ``start`` says where episodes begin: ``adaptive`` (training) samples start frames by failure rate over every
     clip's seconds; ``first_frame`` starts env ``i`` at the first frame of clip ``i mod clips``, with episodes
     long enough for the longest clip, so that surviving an episode means reaching the end of the clip.
+    ``failure_look_back`` is how many one-second bins a failure weighs in the adaptive sampler, its own and those
+    before it (``terms.look_back``; 1: only its own; BeyondMimic's paper uses 3).
     """
     if start not in STARTS:
         raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
+    if isinstance(failure_look_back, bool) or not isinstance(failure_look_back, int) or failure_look_back < 1:
+        raise ValueError(f"failure_look_back must be an integer >= 1 (bins), got {failure_look_back!r}")
     sim = SimConfig(substeps=3, nconmax=64, njmax=400)
     motion = load_motions(DEFAULT_MOTION if motion_file is None else motion_file, g1.load_model(sim))
     num_joints = motion.joint_pos.shape[1]
@@ -145,6 +152,7 @@ def make_task(
                     "high": high,
                     "uniform_ratio": UNIFORM_RATIO,
                     "first_frame": start == "first_frame",
+                    "look_back_bins": failure_look_back,
                 },
                 state={tracking.CLIP_KEY: ((), 0.0)},
             ),

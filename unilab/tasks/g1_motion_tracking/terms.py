@@ -245,27 +245,45 @@ def clip_bins(motion: MotionClips) -> torch.Tensor:
     return motion.clip_lengths // motion.fps + 1
 
 
+LOOK_BACK_DECAY = 0.8  # BeyondMimic's weight per bin of look-back (their lambda)
+
+
+def look_back(fail_ema: torch.Tensor, bin_ends: torch.Tensor, size: int) -> torch.Tensor:
+    """Each bin's weight from its own failures and those of the ``size - 1`` bins after it in its clip, decaying by
+    ``LOOK_BACK_DECAY`` per bin (weights summing to one): episodes then also start in the seconds leading up to a
+    failure, where the policy must arrive with the errors it has built up, as a clip played from its first frame
+    does. A clip's last bin stands in for the bins past its end, so no clip borrows failures from the next.
+    ``bin_ends`` holds each clip's end in the EMA's bins (exclusive, cumulative)."""
+    if size == 1:
+        return fail_ema
+    index = torch.arange(fail_ema.shape[0], device=fail_ema.device)
+    last = bin_ends[torch.searchsorted(bin_ends, index, right=True)] - 1
+    weights = [LOOK_BACK_DECAY**ahead for ahead in range(size)]
+    return sum(w / sum(weights) * fail_ema[torch.minimum(index + ahead, last)] for ahead, w in enumerate(weights))
+
+
 def sample_frames(
     fail_ema: torch.Tensor,
     u: torch.Tensor,
     num_frames: int | torch.Tensor,
     uniform_ratio: float,
     bins_per_clip: torch.Tensor | None = None,
+    look_back_bins: int = 1,
 ) -> torch.Tensor:
     """Start frames (stream indices) drawn bin by bin with p ∝ EMA_fail + ratio / bins (inverse CDF, no multinomial).
 
     ``num_frames`` holds each clip's length and ``bins_per_clip`` how many of the EMA's bins each clip owns, in
     library order (``clip_bins``); a single length with no ``bins_per_clip`` is one clip owning every bin. A bin
     covers an equal share of its clip. ``u`` holds two U(0, 1) columns: one picks the bin, the other the frame
-    inside it.
+    inside it. With ``look_back_bins`` > 1 a failure also weighs the bins before it in its clip (``look_back``).
     """
     bins = fail_ema.shape[0]
-    p = fail_ema + uniform_ratio / bins
-    cdf = torch.cumsum(p, 0) / p.sum()
-    b = torch.searchsorted(cdf, u[:, 0].contiguous(), right=True).clamp(max=bins - 1)
     lengths = torch.as_tensor(num_frames, device=fail_ema.device).reshape(-1)
     owned = torch.full_like(lengths, bins) if bins_per_clip is None else bins_per_clip
     bin_ends = torch.cumsum(owned, 0)
+    p = look_back(fail_ema, bin_ends, look_back_bins) + uniform_ratio / bins
+    cdf = torch.cumsum(p, 0) / p.sum()
+    b = torch.searchsorted(cdf, u[:, 0].contiguous(), right=True).clamp(max=bins - 1)
     clip = torch.searchsorted(bin_ends, b, right=True)
     length = lengths[clip]
     frame = torch.floor(((b - bin_ends[clip] + owned[clip]).float() + u[:, 1]) / owned[clip] * (length - 1)).long()
@@ -319,18 +337,20 @@ def reset_to_reference(
     high: torch.Tensor,
     uniform_ratio: float,
     first_frame: bool,
+    look_back_bins: int,
 ) -> dict:
     """Pick a start frame per env, then place the robot on that frame, perturbed.
 
-    The frame is sampled adaptively over every clip's bins, or with ``first_frame`` is the first frame of clip
-    ``env index mod clips`` (how eval measures whole clips: each clip gets an equal share of the envs). One draw
-    of 2 + 41 columns either way: (bin, offset) in [0, 1), then the perturbations in [low, high].
+    The frame is sampled adaptively over every clip's bins (``sample_frames``), or with ``first_frame`` is the
+    first frame of clip ``env index mod clips`` (how eval measures whole clips: each clip gets an equal share of the
+    envs). One draw of 2 + 41 columns either way: (bin, offset) in [0, 1), then the perturbations in [low, high].
     """
     u = uniform(rng, 0, (ctx.num_envs, low.shape[0]), low, high)
     if first_frame:
         frame = motion.clip_starts[torch.arange(ctx.num_envs, device=u.device) % motion.num_clips]
     else:
-        frame = sample_frames(state["task", FAIL_EMA_KEY], u[:, :2], motion.clip_lengths, uniform_ratio, bins_per_clip)
+        fail_ema = state["task", FAIL_EMA_KEY]
+        frame = sample_frames(fail_ema, u[:, :2], motion.clip_lengths, uniform_ratio, bins_per_clip, look_back_bins)
     ref = reference_root_state(motion, frame, u[:, 2:])
     qpos = ref["qpos"]
     qpos = torch.cat((qpos[:, :7], torch.maximum(torch.minimum(qpos[:, 7:], ctx.joint_upper), ctx.joint_lower)), -1)

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from torchrl_ext.distributed import ALONE, World
+from torchrl_ext.networks import SquashedGaussianPolicy, fold_moments_
 from torchrl_ext.sac import SoftActorCriticLoss, Transition, flatten_batch, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
@@ -139,14 +140,16 @@ class ResidualTrunk(nn.Module):
         return features.reshape(*batch_shape, self.width)
 
 
-class FlashActor(nn.Module):
-    """Tanh-squashed Gaussian policy on a residual trunk.
+class FlashActor(SquashedGaussianPolicy):
+    """FlashSAC's policy: a residual trunk, a wider log-std range than FastSAC's.
 
-    The log-std is squashed into ``[FLASH_LOG_STD_MIN, FLASH_LOG_STD_MAX]`` by a tanh instead of a clip, so it keeps
-    a gradient at its bounds. The mean head starts at zero and the log-std head at a constant ``init_log_std``, so
-    the first policy is centred with a known spread whatever the trunk's random init. Heads and log-probabilities
-    are computed in float32 so bf16 autocast does not coarsen them.
+    The mean head starts at zero and the log-std head at a constant ``init_log_std``, so the first policy is
+    centred with a known spread whatever the trunk's random init.
     """
+
+    mean_limit = FLASH_MEAN_LIMIT
+    log_std_min = FLASH_LOG_STD_MIN
+    log_std_max = FLASH_LOG_STD_MAX
 
     def __init__(
         self,
@@ -168,30 +171,8 @@ class FlashActor(nn.Module):
                 head.bias.zero_()
             self.log_std_head.bias.fill_(math.atanh(min(max(unit, -0.999), 0.999)))
 
-    def distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and log-std of the pre-tanh Gaussian, float32."""
-        features = self.trunk(obs)
-        mean = self.mean_head(features).float().clamp(-FLASH_MEAN_LIMIT, FLASH_MEAN_LIMIT)
-        squashed = torch.tanh(self.log_std_head(features).float())
-        log_std = FLASH_LOG_STD_MIN + 0.5 * (FLASH_LOG_STD_MAX - FLASH_LOG_STD_MIN) * (squashed + 1)
-        return mean, log_std
-
-    def forward(self, obs: Tensor) -> Tensor:
-        """Deterministic action, the one a deployed policy takes."""
-        return torch.tanh(self.distribution(obs)[0])
-
-    def sample(self, obs: Tensor, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Reparameterised action and its log-probability under the squashed distribution.
-
-        ``noise`` lets the collector pass the held exploration noise of ``HeldNoise`` instead of fresh draws. The
-        tanh Jacobian is written as ``2 (log 2 - u - softplus(-2u))``, which stays finite when the action saturates.
-        """
-        mean, log_std = self.distribution(obs)
-        noise = torch.randn_like(mean) if noise is None else noise.to(mean.dtype)
-        pre_tanh = mean + noise * log_std.exp()
-        gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
-        log_jacobian = 2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))
-        return torch.tanh(pre_tanh), gaussian - log_jacobian.sum(-1)
+    def features(self, obs: Tensor) -> Tensor:
+        return self.trunk(obs)
 
 
 class FlashCritic(nn.Module):
@@ -274,13 +255,7 @@ class RewardNormalizer(nn.Module):
         reward = reward.reshape(-1).to(self.running_return.dtype)
         keep = 1.0 - done.reshape(-1).to(self.running_return.dtype)
         returns = self.running_return.mul_(self.gamma).add_(reward)
-        count, batch_mean, batch_var = world.moments(returns, self.mean)
-        total = self.count + count
-        new_share = count / total
-        delta = batch_mean - self.mean
-        self.mean.add_(delta * new_share)
-        self.var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)
-        self.count.copy_(total)
+        fold_moments_(self.mean, self.var, self.count, *world.moments(returns, self.mean))
         batch_max = returns.abs().max()
         world.maximum_(batch_max)
         torch.maximum(self.g_max, batch_max, out=self.g_max)

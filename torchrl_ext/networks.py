@@ -22,6 +22,20 @@ LOG_STD_MAX = 0.0
 MEAN_LIMIT = 10.0
 
 
+@torch.no_grad()
+def fold_moments_(
+    mean: Tensor, var: Tensor, count: Tensor, batch_count: Tensor | int, batch_mean: Tensor, batch_var: Tensor
+) -> None:
+    """Fold a batch's count, mean and (population) variance into running ``mean``, ``var`` and ``count``, in place:
+    the parallel update of Chan et al., exact for any split of the data into batches."""
+    total = count + batch_count
+    new_share = batch_count / total
+    delta = batch_mean - mean
+    mean.add_(delta * new_share)
+    var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)
+    count.copy_(total)
+
+
 class RunningNorm(nn.Module):
     """Standardises inputs with running statistics.
 
@@ -42,13 +56,7 @@ class RunningNorm(nn.Module):
     def update(self, x: Tensor, world: World = ALONE) -> None:
         """Fold in ``x``; with several ranks, the rows of every rank's ``x``, so all ranks keep the same statistics."""
         x = x.reshape(-1, self.mean.shape[0]).to(self.mean.dtype)
-        count, batch_mean, batch_var = world.moments(x, self.mean)
-        total = self.count + count
-        new_share = count / total
-        delta = batch_mean - self.mean
-        self.mean.add_(delta * new_share)
-        self.var.mul_(1 - new_share).add_((batch_var + delta.square() * (1 - new_share)) * new_share)
-        self.count.copy_(total)
+        fold_moments_(self.mean, self.var, self.count, *world.moments(x, self.mean))
 
     def forward(self, x: Tensor) -> Tensor:
         normalised = (x - self.mean) * torch.rsqrt(self.var + self.eps)
@@ -72,12 +80,53 @@ def _zero_linear(in_dim: int, out_dim: int) -> nn.Linear:
     return layer
 
 
-class Actor(nn.Module):
-    """Tanh-squashed Gaussian policy.
+class SquashedGaussianPolicy(nn.Module):
+    """Tanh-squashed Gaussian policy over the ``features`` a subclass's trunk computes from an observation.
+
+    The log-std is squashed into ``[log_std_min, log_std_max]`` with a tanh rather than clipped, so it keeps a
+    gradient near its bounds. Heads are evaluated in float32 so bf16 autocast does not coarsen the log-probability.
+    """
+
+    mean_limit = MEAN_LIMIT
+    log_std_min = LOG_STD_MIN
+    log_std_max = LOG_STD_MAX
+    mean_head: nn.Linear
+    log_std_head: nn.Linear
+
+    def features(self, obs: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and log-std of the pre-tanh Gaussian, float32."""
+        features = self.features(obs)
+        mean = self.mean_head(features).float().clamp(-self.mean_limit, self.mean_limit)
+        squashed = torch.tanh(self.log_std_head(features).float())
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (squashed + 1)
+        return mean, log_std
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """Deterministic action, the one a deployed policy takes."""
+        return torch.tanh(self.distribution(obs)[0])
+
+    def sample(self, obs: Tensor, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Reparameterised action and its log-probability under the squashed distribution.
+
+        ``noise`` (standard normal, like ``mean``) lets the collector pass draws from its own RNG (or held noise);
+        fresh draws from torch's generator otherwise. The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u -
+        softplus(-2u))``, which stays finite when the action saturates, where the naive form takes the log of zero.
+        """
+        mean, log_std = self.distribution(obs)
+        noise = torch.randn_like(mean) if noise is None else noise.to(mean.dtype)
+        pre_tanh = mean + noise * log_std.exp()
+        gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
+        log_jacobian = 2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))
+        return torch.tanh(pre_tanh), gaussian - log_jacobian.sum(-1)
+
+
+class Actor(SquashedGaussianPolicy):
+    """FastSAC's policy: a LayerNorm MLP trunk, optionally on running-normalised observations.
 
     The heads start at zero so the first policy is centred with a mid-range std whatever the trunk's random init.
-    The log-std is squashed into ``[LOG_STD_MIN, LOG_STD_MAX]`` with a tanh rather than clipped, so it keeps a
-    gradient near its bounds. Heads are evaluated in float32 so bf16 autocast does not coarsen the log-probability.
     """
 
     def __init__(
@@ -93,31 +142,8 @@ class Actor(nn.Module):
         self.mean_head = _zero_linear(hidden[-1], action_dim)
         self.log_std_head = _zero_linear(hidden[-1], action_dim)
 
-    def distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and log-std of the pre-tanh Gaussian."""
-        features = self.trunk(self.obs_norm(obs))
-        mean = self.mean_head(features).float().clamp(-MEAN_LIMIT, MEAN_LIMIT)
-        squashed = torch.tanh(self.log_std_head(features).float())
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (squashed + 1)
-        return mean, log_std
-
-    def forward(self, obs: Tensor) -> Tensor:
-        """Deterministic action, the one a deployed policy takes."""
-        return torch.tanh(self.distribution(obs)[0])
-
-    def sample(self, obs: Tensor, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Reparameterised action and its log-probability under the squashed distribution.
-
-        ``noise`` (standard normal, like ``mean``) lets the collector pass draws from its own RNG; fresh draws from
-        torch's generator otherwise. The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``,
-        which stays finite when the action saturates, where the naive form takes the log of zero.
-        """
-        mean, log_std = self.distribution(obs)
-        noise = torch.randn_like(mean) if noise is None else noise.to(mean.dtype)
-        pre_tanh = mean + noise * log_std.exp()
-        gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
-        log_jacobian = 2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))
-        return torch.tanh(pre_tanh), gaussian - log_jacobian.sum(-1)
+    def features(self, obs: Tensor) -> Tensor:
+        return self.trunk(self.obs_norm(obs))
 
 
 class EnsembleLinear(nn.Module):

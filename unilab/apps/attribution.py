@@ -280,7 +280,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
     from torchrl_ext.learners import UPDATE_PHASES
     from torchrl_ext.trainer import OffPolicyTrainer
-    from unilab.apps.bench import CANONICAL_WORKLOADS, capture_replay, stand_state
+    from unilab.apps.bench import CANONICAL_WORKLOADS, capture_replay, stand_ctrl, stand_state
     from unilab.apps.train import compose_config, task_overrides
     from unilab.tasks.registry import make_functional_env
 
@@ -310,8 +310,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
     # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
     sim = env.sim
-    state = stand_state(sim, seed=0)
-    ctrl = torch.tensor(sim.model.key_ctrl[0], dtype=torch.float32, device=env.device).repeat(num_envs, 1)
+    state, ctrl = stand_state(sim, seed=0), stand_ctrl(sim)
     physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
     return {
         "bench": "profile",

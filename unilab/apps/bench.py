@@ -38,6 +38,12 @@ def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
     return state
 
 
+def stand_ctrl(backend: SimBackend) -> torch.Tensor:
+    """Every world's actuators held at the stand keyframe's targets, to step a ``stand_state`` with."""
+    ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=backend.device)
+    return ctrl.expand(backend.num_worlds, -1).contiguous()
+
+
 def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.device) -> float:
     settle(device)
     start = time.perf_counter()
@@ -58,7 +64,7 @@ def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[
 def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig) -> dict:
     backend = make_backend(sim, g1.load_model(), num_envs, device=device, config=config)
     dev = backend.device
-    ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=dev).expand(num_envs, -1).contiguous()
+    ctrl = stand_ctrl(backend)
     state = stand_state(backend, seed=0)
 
     def step() -> None:

@@ -198,14 +198,19 @@ def kernel_launches(events: Sequence, host: object, device: object) -> list[tupl
     """``(launched_at_us, duration_us)`` of each kernel in a profiler's ``events``: the start of the host op that
     queued it. The profiler itself links kernels to the ops that queued them (each host op's ``kernels``); the
     correlation ids it links them by are not on its events in every torch release. Kernels no op claims come
-    last, as ``(None, their mean duration)``: their count and total time stay exact."""
+    last, as ``(None, their mean duration)``: their count and total time stay exact. A profiler range also shows
+    on the device as a user annotation spanning its kernels; it is no kernel, so it is left out."""
     launches: list[tuple[float | None, float]] = [
         (event.time_range.start, kernel.duration)
         for event in events
         if event.device_type == host
         for kernel in event.kernels
     ]
-    on_device = [event.time_range.end - event.time_range.start for event in events if event.device_type == device]
+    on_device = [
+        event.time_range.end - event.time_range.start
+        for event in events
+        if event.device_type == device and not event.is_user_annotation
+    ]
     unclaimed = len(on_device) - len(launches)
     if unclaimed > 0:
         rest = (sum(on_device) - sum(duration for _, duration in launches)) / unclaimed
@@ -229,8 +234,12 @@ def phase_profile(
         settle(device)
     events = prof.events()
     wanted = set(phases)
-    # Every range of a phase; the same phase runs several times per block.
-    ranges = [HostRange(e.name, e.time_range.start, e.time_range.end) for e in events if e.name in wanted]
+    # Every host range of a phase (not its annotation on the device); the same phase runs several times per block.
+    ranges = [
+        HostRange(e.name, e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name in wanted and e.device_type == DeviceType.CPU
+    ]
     booked = book_to_phases(ranges, kernel_launches(events, DeviceType.CPU, DeviceType.CUDA), repeats)
     return {name: booked.get(name, _phase_row()) for name in (*phases, "outside the phases")}
 

@@ -14,6 +14,7 @@ import torch
 from tests.test_train import TINY
 from unilab.apps import curves, play
 from unilab.apps.train import compose_config, run
+from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
 
 W, H = 160, 96  # small frames keep software-rasterised renders well under a second
@@ -42,6 +43,16 @@ def test_grid_shape_is_wide_and_fits_every_tile() -> None:
     for n in range(1, 17):
         rows, cols = play.grid_shape(n)
         assert rows * cols >= n and cols >= rows
+
+
+def test_a_video_starts_episodes_as_eval_scores_them() -> None:
+    tracking = play.shown_overrides("g1_motion_tracking", {"obs_noise": False}, seconds=30.0)
+    assert tracking["start"] == "first_frame" and tracking["episode_length_s"] == 30.0 and not tracking["obs_noise"]
+    env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=2, **tracking)
+    state = env.reset(make_rng(0))
+    assert torch.equal(state["env", "motion"][:, 0], torch.zeros(2))  # the one clip's first frame, not a sampled one
+    walking = play.shown_overrides("g1_walk_flat", {}, seconds=2.0)
+    assert "start" not in walking and walking["episode_length_s"] == 20.0  # the task's own, longer than asked
 
 
 def test_render_rollout_writes_a_readable_non_blank_video(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
 from unilab.apps.cli import check_rollout_args, fail
-from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, onnx_policy, policy_source
+from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, metrics_of, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
@@ -205,6 +206,14 @@ def save_still(video_or_frames: Path | str | Sequence[np.ndarray] | np.ndarray, 
     return png_path
 
 
+def shown_overrides(task: str, overrides: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The task arguments of a video: episodes start as eval's primary start has them (tracking: each env at the
+    first frame of clip ``env mod clips``), so the video shows what the headline figures score, and last at least
+    ``seconds``, so time-outs do not cut the motion."""
+    shown = {**overrides, **next(iter(metrics_of(task).starts.values()), {})}
+    return {**shown, "episode_length_s": max(make_task(task, **shown).episode_length_s, float(seconds))}
+
+
 def play(
     checkpoint: Path | None,
     onnx: Path | None,
@@ -219,15 +228,15 @@ def play(
     """Render a policy on the CPU ``mujoco`` backend; returns the video path.
 
     ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
-    video goes beside the checkpoint or ONNX file. Observation noise is off, as in ``eval``, and the episode length
-    is stretched to cover the video so time-outs do not cut the motion.
+    video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
+    (``shown_overrides``).
     """
     if not 0.0 < seconds < math.inf:
         raise EvalError(f"seconds must be a finite number > 0, got {seconds}")
     if onnx is not None and not Path(onnx).is_file():
         raise EvalError(f"onnx policy not found: {onnx}")
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
-    overrides["episode_length_s"] = max(make_task(task, **overrides).episode_length_s, float(seconds))
+    overrides = shown_overrides(task, overrides, seconds)
     check_memory(task, overrides, num_envs, "cpu", record=False)
     env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)

@@ -13,6 +13,7 @@ import torch
 
 from tests.test_train import TINY
 from unilab.apps import curves, play
+from unilab.apps.eval import main as eval_main
 from unilab.apps.train import compose_config, run
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
@@ -161,6 +162,19 @@ def test_play_refuses_what_it_cannot_render_in_one_line(tiny_run: Path, capsys: 
     with pytest.raises(SystemExit):
         play.main(["--checkpoint", checkpoint, "--seed", str(2**31)])
     assert f"--seed must be in [0, 2**31), got {2**31}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["--checkpoint", "--onnx"])
+def test_a_policy_of_another_task_is_refused_in_one_line(
+    tiny_run: Path, source: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tiny_run / ("model_3.pt" if source == "--checkpoint" else "policy.onnx"))
+    for command in (play.main, eval_main):
+        with pytest.raises(SystemExit) as exc:
+            command([source, path, "--task", "g1_motion_tracking", "--num-envs", "1"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.splitlines()) == 1, err
+        assert "g1_walk_flat" in err and "g1_motion_tracking" in err
 
 
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:

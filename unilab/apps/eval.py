@@ -138,8 +138,8 @@ class EvalError(ValueError):
     """A user-facing problem with the eval inputs (bad path, unreadable checkpoint)."""
 
 
-def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
-    """The deterministic actor of a checkpoint, rebuilt from its saved config.
+def checkpoint_policy(ckpt: dict, env: FunctionalEnv, task: str):
+    """The deterministic actor of a checkpoint, rebuilt from its saved config, for ``env`` (task ``task``).
 
     Only the actor's weights are loaded: the rest of a learner (FlashSAC's per-env noise and reward normaliser)
     is shaped by the training ``num_envs`` and would not fit an eval with another env count.
@@ -150,22 +150,30 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv):
     from unilab.apps.config import TrainConfig
 
     cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), ckpt["config"]))
-    learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)
+    # Another task than the one trained on is allowed (a transfer eval), as long as the actor fits it.
+    trained_on = cfg.task.name
+    other_task = f"the checkpoint was trained on {trained_on} and does not fit {task}" if trained_on != task else None
+    try:
+        learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)
+    except ValueError as exc:
+        if other_task is None:
+            raise
+        raise EvalError(f"{other_task}: {exc}") from None
     actor = learner.loss.actor
     prefix = "actor."
     weights = {k[len(prefix) :]: v for k, v in ckpt["loss"].items() if k.startswith(prefix)}
     try:
         actor.load_state_dict(weights)
     except RuntimeError as exc:  # weights edited by hand or from another version: name the problem, not torch's
-        raise EvalError(
-            f"the checkpoint's actor weights do not fit its own config: {str(exc).splitlines()[0]}"
-        ) from None
+        reason = other_task or "the checkpoint's actor weights do not fit its own config"
+        raise EvalError(f"{reason}: {str(exc).splitlines()[0]}") from None
     actor.eval()
     return actor
 
 
-def onnx_policy(path: Path, device: torch.device):
-    """An onnxruntime CPU session wrapped to take and return torch tensors on the env's device."""
+def onnx_policy(path: Path, env: FunctionalEnv, task: str):
+    """An onnxruntime CPU session wrapped to take and return torch tensors on the env's device; refused before
+    any rollout when its input or output width does not fit ``task``."""
     import onnxruntime as ort
 
     from torchrl_ext.export import INPUT_NAME, OUTPUT_NAME
@@ -176,6 +184,17 @@ def onnx_policy(path: Path, device: torch.device):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise EvalError(f"cannot load onnx policy {path}: {type(exc).__name__}: {exc}") from exc
+    widths = (session.get_inputs()[0].shape[-1], session.get_outputs()[0].shape[-1])
+    spec = env.spec()
+    wanted = (spec.obs_dims["policy"], spec.action_dim)
+    if widths != wanted:
+        origin = _onnx_origin(path) or {}
+        trained_on = origin.get("task", {}).get("name", "another task")
+        raise EvalError(
+            f"{path} takes {widths[0]} observations and gives {widths[1]} actions, but {task} has {wanted[0]} and "
+            f"{wanted[1]}: the policy was trained on {trained_on}"
+        )
+    device = env.device
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
         out = session.run([OUTPUT_NAME], {INPUT_NAME: obs.detach().float().cpu().numpy()})[0]
@@ -277,7 +296,7 @@ def evaluate(
     for name, run_overrides in runs.items():
         env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
         if policy is None:
-            policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
+            policy = checkpoint_policy(ckpt, env, task) if ckpt is not None else onnx_policy(Path(onnx), env, task)
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         data = rollout(env, policy, seed, capture=capture)

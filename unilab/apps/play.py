@@ -239,7 +239,7 @@ def play(
     overrides = shown_overrides(task, overrides, seconds)
     check_memory(task, overrides, num_envs, "cpu", record=False)
     env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
-    policy = checkpoint_policy(ckpt, env) if ckpt is not None else onnx_policy(Path(onnx), env.device)
+    policy = checkpoint_policy(ckpt, env, task) if ckpt is not None else onnx_policy(Path(onnx), env, task)
     source = Path(checkpoint if checkpoint is not None else onnx)
     if out is None:
         target = source.parent / VIDEO_NAME

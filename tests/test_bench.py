@@ -35,6 +35,22 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
     assert "unknown workloads ['ppo']" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["physics", "--num-envs", "0"], "--num-envs must be comma-separated integers >= 1, got '0'"),
+        (["env", "--num-envs", "4,x"], "--num-envs must be comma-separated integers >= 1, got '4,x'"),
+        (["drift", "--num-envs", "2", "--steps", "0"], "--steps must be >= 1, got 0"),
+        (["physics", "--num-envs", "2", "--njmax", "0"], "--njmax must be >= 1, got 0"),
+    ],
+)
+def test_bench_sizes_are_checked_before_any_work(args: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench.main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err.splitlines()[-1]
+
+
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 def test_two_runs_of_one_seed_never_part_on_the_cpu(sim: str, capsys: pytest.CaptureFixture) -> None:
     bench.main(["drift", "--sim", sim, "--num-envs", "3", "--steps", "10"])

@@ -424,6 +424,10 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
     cli.main(["list"])
     listing = capsys.readouterr().out
     assert "g1_walk_flat           100 / 103, 29" in listing and "sac, flashsac" in listing and "mujoco" in listing
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["list", "--bogus"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "unilab list: error: takes no arguments, got --bogus" in err
 
 
 def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path: Path, capsys) -> None:

@@ -271,6 +271,17 @@ def _add_env_stepping_args(parser: argparse.ArgumentParser, num_envs: str) -> No
     parser.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
 
 
+def _positive_counts(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """``--num-envs``'s comma-separated counts, each an integer >= 1, or a one-line usage error."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        parser.error(f"--num-envs must be comma-separated integers >= 1, got {text!r}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
@@ -326,12 +337,23 @@ def main(argv: list[str] | None = None) -> None:
         for row in summarize_train(rows):
             print(json.dumps(row), flush=True)
         return
-    sizes = [int(x) for x in args.num_envs.split(",")]
+    sizes = _positive_counts(parser, args.num_envs)
+    if args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.bench in ("env", "drift"):
         bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:
             print(json.dumps(bench(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
         return
+    given = {
+        "--nconmax": args.nconmax,
+        "--njmax": args.njmax,
+        "--iterations": args.iterations,
+        "--ls-iterations": args.ls_iterations,
+    }
+    bad = {k: v for k, v in given.items() if v is not None and v < 1}
+    if bad:
+        parser.error(", ".join(f"{k} must be >= 1, got {v}" for k, v in bad.items()))
     config = SimConfig(
         iterations=args.iterations, ls_iterations=args.ls_iterations, nconmax=args.nconmax, njmax=args.njmax
     )

@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         print(usage(), file=sys.stderr)
         raise SystemExit(2)
     if argv[0] == "list":
+        if argv[1:]:
+            fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
         print(list_everything())
         return
     importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])

@@ -162,12 +162,16 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
     Pickled objects are refused because loading them can run code."""
     if not path.is_file():
         raise FileNotFoundError(f"motion file not found: {path}")
+    # np.load reads any file that is not a zip as a pickle, and then says it refused one: name what it is instead.
+    if not zipfile.is_zipfile(path):
+        with path.open("rb") as handle:
+            single = handle.read(6) == b"\x93NUMPY"
+        what = "holds a single array" if single else "is not a zip archive"
+        raise _fail(path, f"{what}, expected an .npz archive of named arrays")
     try:
         archive = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise _fail(path, f"not a readable .npz archive ({err})") from err
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise _fail(path, "holds a single array, expected an .npz archive of named arrays")
     return archive
 
 

@@ -438,6 +438,28 @@ def test_unreadable_and_pickled_files_are_refused(
         load_motions(tmp_path / "absent.npz", model)
 
 
+def test_damaged_archives_and_complex_arrays_are_refused(
+    tmp_path: Path, model: mujoco.MjModel, raw: dict[str, np.ndarray]
+) -> None:
+    """Bytes flipped inside a member: a stored member fails its checksum, a deflated one its decompression."""
+    stored = _save(tmp_path / "stored.npz", raw)
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    with pytest.raises(MotionFileError, match=r"stored\.npz: key '\w+' is damaged \(BadZipFile"):
+        load_motions(stored, model)
+    deflated = tmp_path / "deflated.npz"
+    np.savez_compressed(deflated, **raw)
+    data = bytearray(deflated.read_bytes())
+    data[200:260] = bytes(60)  # inside the first member's compressed stream
+    deflated.write_bytes(bytes(data))
+    with pytest.raises(MotionFileError, match=r"deflated\.npz: key '\w+'"):
+        load_motions(deflated, model)
+    complex_clip = _save(tmp_path / "complex.npz", {**raw, "joint_pos": raw["joint_pos"].astype(np.complex64)})
+    with pytest.raises(MotionFileError, match=r"'joint_pos' must hold real numbers, got dtype complex64"):
+        load_motions(complex_clip, model)
+
+
 def test_shipped_clip_is_reproducible(model: mujoco.MjModel, raw: dict[str, np.ndarray]) -> None:
     """Rerunning the documented procedure gives the shipped arrays (to float32 rounding)."""
     regenerated = generate_reference_clip(model)

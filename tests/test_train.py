@@ -195,6 +195,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
     [
         ("algo.num_envs=0", "algo.num_envs must be >= 1, got 0"),
         ("algo.batch_size=100000", "larger than the replay buffer"),
+        ("algo.learning_starts=1000", "algo.learning_starts=1000 is larger than algo.replay_buffer_n"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=ppo", "unknown algo 'ppo'"),
         ("training.play_seconds=0", "training.play_seconds must be > 0"),

@@ -109,6 +109,11 @@ def validate(cfg: TrainConfig) -> None:
             f"algo.batch_size={a.batch_size} is larger than the replay buffer "
             f"(algo.replay_buffer_n * algo.num_envs = {capacity})"
         )
+    if a.learning_starts > a.replay_buffer_n:  # the pre-fill would wait for more rows than the buffer holds
+        raise ValueError(
+            f"algo.learning_starts={a.learning_starts} is larger than algo.replay_buffer_n={a.replay_buffer_n}: "
+            "the buffer would never hold enough rows to start learning"
+        )
     if a.use_symmetry and a.batch_size % 2:
         raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
     if a.name == "flashsac" and (a.use_symmetry or a.obs_normalization):

@@ -27,6 +27,7 @@ numpy is used only while reading; everything returned is a float32 torch tensor 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -175,6 +176,10 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
     return archive
 
 
+# What a damaged archive raises while an array is read: a bad checksum, bad deflate data, a truncated member.
+_DAMAGED = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
 def _header_shape(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[int, ...]:
     """An array's shape from its ``.npy`` header alone, without decompressing the data."""
     member = f"{key}.npy" if f"{key}.npy" in archive.zip.namelist() else key
@@ -183,7 +188,7 @@ def _header_shape(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[
             major, _ = np.lib.format.read_magic(handle)
             read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
             shape, _, _ = read_header(handle)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+    except (*_DAMAGED, ValueError) as err:
         raise _fail(path, f"key '{key}' has an unreadable array header ({err})") from err
     return shape
 
@@ -193,6 +198,8 @@ def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarr
         return archive[key]
     except ValueError as err:
         raise _fail(path, f"key '{key}' cannot be read without pickle ({err})") from err
+    except _DAMAGED as err:
+        raise _fail(path, f"key '{key}' is damaged ({type(err).__name__}: {err})") from err
 
 
 def _planned_frames(path: Path, archive: np.lib.npyio.NpzFile) -> int:
@@ -268,8 +275,8 @@ def _check_shape(path: Path, key: str, value: np.ndarray, expected: tuple[int | 
     if not matches:
         shown = "(" + ", ".join("T" if e is None else str(e) for e in expected) + ")"
         raise _fail(path, f"key '{key}' has shape {value.shape}, expected {shown}")
-    if not np.issubdtype(value.dtype, np.number):
-        raise _fail(path, f"key '{key}' must hold numbers, got dtype {value.dtype}")
+    if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
+        raise _fail(path, f"key '{key}' must hold real numbers, got dtype {value.dtype}")
 
 
 def _check_frames(path: Path, data: dict[str, np.ndarray]) -> int:

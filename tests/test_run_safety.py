@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from test_train import SMALL_CUDA_RUN, tiny
 from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
+from unilab.apps.checkpoint import CheckpointError, load_checkpoint
 from unilab.apps.run_dir import RunLock
 from unilab.apps.train import compose_config, main, run
 from unilab.motion import DEFAULT_MOTION
@@ -87,6 +89,43 @@ def test_a_checkpoint_carrying_code_is_refused_and_the_code_never_runs(
     assert f"refusing checkpoint {path}: it holds io.open, which is neither a tensor nor a plain value" in err
     assert not marker.exists()
     assert not (tmp_path / "run").exists()
+
+
+class _ShellPayload:
+    """Unpickling this runs a shell command: torch words its refusal of ``os.system`` unlike that of ``open``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_calling_a_shell_is_refused_in_the_same_words(tmp_path: Path, capsys) -> None:
+    marker, path = tmp_path / "payload_ran", tmp_path / "model_5.pt"
+    torch.save({"loss": {}, "iteration": 5, "extra": _ShellPayload(marker)}, path)
+    with pytest.raises(SystemExit) as exit_info:
+        eval_cli.main(["--checkpoint", str(path), "--num-envs", "2"])
+    err = _one_line_error(capsys, exit_info)
+    assert f"refusing checkpoint {path}: it holds {os.system.__module__}.system" in err and "weights_only" not in err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"iteration": "abc"}, "its 'iteration' is 'abc', not a count >= 0"),
+        ({"env_steps": -5}, "its 'env_steps' is -5, not a count >= 0"),
+        ({"loss": {"actor.w": torch.tensor([1.0, float("nan")])}}, "holds non-finite weights (NaN or inf) in actor.w"),
+    ],
+)
+def test_a_checkpoint_with_impossible_contents_is_refused(tmp_path: Path, change: dict, message: str) -> None:
+    state = {"loss": {}, "optim": {}, "iteration": 5, "env_steps": 0, "config": {}}
+    state |= {"train_wall_time_sec": 1.0, "loop_wall_time_sec": 1.0, **change}
+    path = tmp_path / "model_5.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_checkpoint(path)
 
 
 # -- stops ----------------------------------------------------------------------------------------------------------

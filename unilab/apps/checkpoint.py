@@ -60,14 +60,15 @@ def _unreadable(path: Path, exc: Exception) -> CheckpointError:
     """One line for a failed load. torch's own message runs to a paragraph whose advice is to turn the safety off,
     exactly what a foreign file must not get, so only the refused global or the unpickler's reason is kept."""
     text = str(exc)
-    refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    # torch words the refusal two ways: "Unsupported global: GLOBAL x" and "unsupported GLOBAL x whose module ...".
+    refused = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", text, re.IGNORECASE)
     if refused:
         return CheckpointError(
             f"refusing checkpoint {path}: it holds {refused.group(1)}, which is neither a tensor nor a plain value, "
             "and loading it could run code"
         )
     reason = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
-    lines = text.strip().splitlines()
+    lines = [line for line in text.strip().splitlines() if line.strip() and "weights_only" not in line.lower()]
     detail = reason.group(1) if reason else (lines[0] if lines else "")
     return CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {detail}")
 
@@ -87,6 +88,20 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise CheckpointError(f"{path} is not a training checkpoint of this version: it lacks {missing}")
     if not isinstance(ckpt["config"], dict):
         raise CheckpointError(f"{path} is not a training checkpoint: its 'config' is not a dict")
+    for key in ("iteration", "env_steps"):
+        value = ckpt[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(f"{path} is not a usable checkpoint: its '{key}' is {value!r}, not a count >= 0")
+    if not isinstance(ckpt["loss"], dict):
+        raise CheckpointError(f"{path} is not a training checkpoint: its 'loss' is not a dict of tensors")
+    # A diverged run's weights would act as zeros in eval (non-finite actions are replaced) and crash a resume.
+    broken = [
+        name
+        for name, value in ckpt["loss"].items()
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
+    ]
+    if broken:
+        raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
     return ckpt
 
 

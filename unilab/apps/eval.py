@@ -166,7 +166,8 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv, task: str):
         actor.load_state_dict(weights)
     except RuntimeError as exc:  # weights edited by hand or from another version: name the problem, not torch's
         reason = other_task or "the checkpoint's actor weights do not fit its own config"
-        raise EvalError(f"{reason}: {str(exc).splitlines()[0]}") from None
+        first_two = " ".join(line.strip() for line in str(exc).splitlines()[:2])  # torch's heading, then the first key
+        raise EvalError(f"{reason}: {first_two}") from None
     actor.eval()
     return actor
 

@@ -251,6 +251,9 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--episode-s", "nan"])
     assert "--episode-s must be a finite number > 0, got nan" in capsys.readouterr().err
     with pytest.raises(SystemExit):
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--episode-s", "0.001", "--out", str(tmp_path)])
+    assert "an episode of 0.001 s is shorter than one control step (0.02 s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--seed", "-1"])
     assert "--seed must be in [0, 2**31), got -1" in capsys.readouterr().err
     with pytest.raises(SystemExit):

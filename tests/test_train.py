@@ -207,6 +207,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("training.device=tpu", "training.device='tpu' is not a torch device"),
         ("task.episode_length_s=0", "task.episode_length_s must be > 0, got 0.0"),
         ("task.episode_length_s=-2", "task.episode_length_s must be > 0, got -2.0"),
+        ("task.episode_length_s=0.001", "an episode of 0.001 s is shorter than one control step (0.02 s)"),
         ("algo.num_atoms=1", "algo.num_atoms must be >= 2, got 1"),
         ("training.play_seconds=nan", "training.play_seconds must be finite, got nan"),
         ("algo.lr=inf", "algo.lr must be finite, got inf"),

@@ -253,7 +253,10 @@ def policy_source(
 def check_memory(task: str, overrides: dict[str, Any], num_envs: int, device: str, record: bool) -> None:
     """Refuse, before building anything, an env count whose physics state (and, with ``record``, the readings a
     rollout keeps for every step) cannot fit in the device's free memory. A one-env probe gives the sizes."""
-    probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
+    try:
+        probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
+    except ValueError as exc:  # the task's own checks of its arguments, e.g. an episode shorter than one step
+        raise EvalError(str(exc)) from None
     parts = {"envs": num_envs * mujoco.MjData(probe.sim.model).nbuffer}
     if record:
         read = metrics_of(task).readings

@@ -58,6 +58,10 @@ class FunctionalEnv:
         self.num_envs = sim.num_worlds
         self.device = sim.device
         max_steps = round(task.episode_length_s / sim.control_dt)
+        if max_steps < 1:
+            raise ValueError(
+                f"an episode of {task.episode_length_s:g} s is shorter than one control step ({sim.control_dt:g} s)"
+            )
         self.ctx = EnvContext.from_model(sim.model, task.robot, sim.num_worlds, sim.device, sim.control_dt, max_steps)
         self._handle = ops.register(sim)
         self.action_dim = sim.model.nu

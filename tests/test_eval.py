@@ -198,6 +198,18 @@ def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run:
     assert (saved["first_meeting_thresholds"] or {}).get("iteration") == expected
 
 
+def test_a_series_whose_summaries_would_collide_is_refused(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    copy = tmp_path / "other" / "model_3.pt"
+    copy.parent.mkdir()
+    copy.write_bytes((tiny_run / "model_3.pt").read_bytes())
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), str(copy), "--num-envs", "2", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"would both write {out / 'eval_summary_model_3.json'}" in err
+    assert not out.exists()  # refused before any rollout
+
+
 def test_thresholds_come_from_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_registered", {})  # the task registered here is gone after the test
     walk = {"fall_rate": 0.05, "lin_vel_error": 0.25}

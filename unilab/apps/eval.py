@@ -409,10 +409,14 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
     (``eval_series_<suite>.json`` under a suite other than nominal)."""
-    results = [
-        evaluate(path, None, out=out, summary_name=f"eval_summary_{Path(path).stem}.json", **kwargs)
-        for path in checkpoints
-    ]
+    names = {path: f"eval_summary_{Path(path).stem}.json" for path in checkpoints}
+    targets: dict[Path, Path] = {}
+    for path, name in names.items():  # one summary per checkpoint: never let a later one overwrite an earlier one
+        target = ((Path(out) if out is not None else Path(path).resolve().parent) / name).resolve()
+        if target in targets:
+            raise EvalError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
+        targets[target] = path
+    results = [evaluate(path, None, out=out, summary_name=names[path], **kwargs) for path in checkpoints]
     results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
     first = next((r for r in results if r["meets_thresholds"]), None)
     series = {

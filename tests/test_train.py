@@ -163,6 +163,17 @@ def _files(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != ".lock"}
 
 
+def test_a_log_dir_holding_files_a_run_writes_is_refused_and_left_untouched(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "policy.onnx").write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        main(tiny(tmp_path, "mujoco"))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"training.log_dir={run_dir} holds policy.onnx, which a run would" in err
+    assert _files(run_dir) == {"policy.onnx": b"mine"}
+
+
 def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, capsys) -> None:
     base = tiny(tmp_path, "mujoco", "training.export_onnx=false")
     run(compose_config([*base, "algo.max_iterations=10"]))

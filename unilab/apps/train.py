@@ -48,7 +48,7 @@ from unilab.apps.cli import fail
 from unilab.apps.config import TaskSelection, TrainConfig, validate
 from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
-from unilab.apps.play import play
+from unilab.apps.play import VIDEO_NAME, play
 from unilab.apps.resources import check_fits, replay_row_bytes
 from unilab.apps.run_dir import (
     LOCK_FILENAME,
@@ -210,6 +210,13 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
     checkpoints = list_checkpoints(run_dir)
     has_summary = (run_dir / SUMMARY_FILENAME).exists()
     if not checkpoints and not has_summary:
+        # No run, but files under the names a run writes (a user's own, or a run's leftovers): never replace them.
+        written = [name for name in ("run_config.json", "policy.onnx", VIDEO_NAME) if (run_dir / name).exists()]
+        if written:
+            raise ValueError(
+                f"training.log_dir={run_dir} holds {', '.join(written)}, which a run would overwrite; "
+                "choose a new directory"
+            )
         return
     held = ", ".join([SUMMARY_FILENAME] * has_summary + [path.name for _, path in checkpoints[-3:]])
     status = _summary_status(run_dir)

@@ -15,7 +15,6 @@ A clip whose licence forbids redistribution or commercial use (the LAFAN1 gettin
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from unilab.apps.cli import ArgumentParser
 from unilab.motion import load_motions
 from unilab.motion.reference import save_clip
 from unilab.robots import g1
@@ -250,7 +250,7 @@ def fetch(
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=default_out(), help="library directory (default: %(default)s)")
     parser.add_argument(
         "--include-noncommercial",

@@ -441,6 +441,11 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
         cli.main(["list", "--bogus"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "unilab list: error: takes no arguments, got --bogus" in err
+    for command in (["eval", "--bogus"], ["play", "--checkpoint"], ["bench", "physics", "--steps", "x"]):
+        with pytest.raises(SystemExit) as exit_info:  # argparse's own errors, without its usage lines
+            cli.main(command)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and err.count("\n") == 1 and err.startswith(f"unilab {command[0]}")
 
 
 def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path: Path, capsys) -> None:

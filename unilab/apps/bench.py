@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from unilab.apps.cli import ArgumentParser
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
@@ -283,7 +284,7 @@ def _positive_counts(parser: argparse.ArgumentParser, text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="unilab bench", description=__doc__)
+    parser = ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
     phys = sub.add_parser("physics", help="control steps/s of the physics backend, eager and CUDA-graph captured")
     phys.add_argument("--sim", choices=BACKENDS, default=None, help="default: mjwarp with CUDA, else mujoco")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from typing import NoReturn
@@ -50,6 +51,15 @@ def main(argv: list[str] | None = None) -> None:
         print(list_everything())
         return
     importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the commands' error format: argparse prints its usage before the error, which makes a
+    mistyped flag several lines; here it is one line, ``<prog>: error: ...``, exit status 2, as every other input
+    error. ``--help`` still prints the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(self.prog, message)
 
 
 def fail(prog: str, message: object) -> NoReturn:

@@ -7,10 +7,11 @@ backends and machines; TensorBoard itself already shows the env-step axis.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from unilab.apps.cli import ArgumentParser
 
 CURVES_NAME = "curves.png"
 RETURN_TAG, LENGTH_TAG, RATE_TAG = "episode/episode_return", "episode/episode_length", "perf/tail_env_steps_per_sec"
@@ -133,7 +134,7 @@ def plot_series(paths: list[Path], out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> Path:
     """Command ``python scripts/plot_curves.py RUN_DIR [--out PNG]`` or ``--series FILE... --out PNG``."""
-    parser = argparse.ArgumentParser(prog="plot_curves", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="plot_curves", description=__doc__.splitlines()[0])
     parser.add_argument(
         "run_dir", type=Path, nargs="?", help="run directory written by train (holds events.out.tfevents.*)"
     )

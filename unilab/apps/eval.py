@@ -30,7 +30,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.cli import check_rollout_args, fail
+from unilab.apps.cli import ArgumentParser, check_rollout_args, fail
 from unilab.apps.resources import InsufficientMemoryError, check_fits
 from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
@@ -458,7 +458,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Console command ``unilab eval``."""
-    parser = argparse.ArgumentParser(prog="unilab eval", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="unilab eval", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--checkpoint",

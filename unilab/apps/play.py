@@ -17,7 +17,6 @@ so the scene option turns group 3 on.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -31,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
-from unilab.apps.cli import check_rollout_args, fail
+from unilab.apps.cli import ArgumentParser, check_rollout_args, fail
 from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, metrics_of, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import replacing, write_atomic
@@ -252,7 +251,7 @@ def play(
 
 def main(argv: list[str] | None = None) -> Path:
     """Console command ``unilab play``."""
-    parser = argparse.ArgumentParser(prog="unilab play", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="unilab play", description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="model_<it>.pt written by train")
     source.add_argument("--onnx", type=Path, help="policy.onnx written by train")

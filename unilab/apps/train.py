@@ -44,7 +44,7 @@ from unilab.apps.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from unilab.apps.cli import fail
+from unilab.apps.cli import ArgumentParser, fail
 from unilab.apps.config import TaskSelection, TrainConfig, validate
 from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
@@ -710,7 +710,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
     if argv is None:  # this process is the command: a crash in native code (CUDA, Warp, MuJoCo) would otherwise
         faulthandler.enable()  # end the run without a word; print every thread's Python stack first
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="train",
         usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",
         description="Train a policy. Every setting is a key=value override of the config (Hydra syntax).",

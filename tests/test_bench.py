@@ -29,6 +29,18 @@ def test_train_bench_reports_every_run_and_counts_failures(tmp_path: Path, capsy
     assert failed["runs"] == 2 and failed["failed"] == 1 and failed["tail_env_steps_per_sec"] == [summary["median"]]
 
 
+def test_train_bench_fails_when_a_run_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = ["train", "--workloads", "sac", "--repeats", "1", "--sim", "mujoco", "--log-root", str(tmp_path)]
+    with pytest.raises(SystemExit) as exc:
+        bench.main([*args, *TINY, "algo.lr=nan"])
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.splitlines()[0])["returncode"] == 2  # the row still reports the run
+    assert exc.value.code == 2 and captured.err.splitlines() == [
+        "unilab bench: error: 1 of 1 runs failed; the first (sac, exit status 2): "
+        "train: error: algo.lr must be finite, got nan"
+    ]
+
+
 def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
         bench.main(["train", "--workloads", "ppo"])
@@ -42,6 +54,8 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
         (["env", "--num-envs", "4,x"], "--num-envs must be comma-separated integers >= 1, got '4,x'"),
         (["drift", "--num-envs", "2", "--steps", "0"], "--steps must be >= 1, got 0"),
         (["physics", "--num-envs", "2", "--njmax", "0"], "--njmax must be >= 1, got 0"),
+        (["physics", "--num-envs", "2", "--device", "tpu"], "--device 'tpu' is not a torch device"),
+        (["env", "--num-envs", "2", "--task", "nope"], "unknown task 'nope'; known tasks: g1_motion_tracking"),
     ],
 )
 def test_bench_sizes_are_checked_before_any_work(args: list[str], message: str, capsys: pytest.CaptureFixture) -> None:

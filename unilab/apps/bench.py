@@ -337,10 +337,30 @@ def main(argv: list[str] | None = None) -> None:
         rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root)
         for row in summarize_train(rows):
             print(json.dumps(row), flush=True)
+        failed = [row for row in rows if row["status"] != "completed"]
+        if failed:  # the rows say which; the exit status and one line say that something did fail
+            said = (failed[0].get("stderr_tail") or "").strip().splitlines() or ["no output"]
+            print(
+                f"{parser.prog}: error: {len(failed)} of {len(rows)} runs failed; the first "
+                f"({failed[0]['workload']}, exit status {failed[0]['returncode']}): {said[-1]}",
+                file=sys.stderr,
+            )
+            # An input error (exit status 2) in every failed run is the caller's; anything else is the runs'.
+            raise SystemExit(2 if all(row["returncode"] == 2 for row in failed) else 1)
         return
     sizes = _positive_counts(parser, args.num_envs)
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
+    if args.device is not None:
+        try:
+            torch.device(args.device)
+        except RuntimeError:
+            parser.error(f"--device {args.device!r} is not a torch device")
+    if args.bench in ("env", "drift"):
+        from unilab.tasks.registry import list_tasks
+
+        if args.task not in list_tasks():
+            parser.error(f"unknown task {args.task!r}; known tasks: {', '.join(list_tasks())}")
     if args.bench in ("env", "drift"):
         bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:

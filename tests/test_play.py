@@ -157,6 +157,9 @@ def test_play_refuses_what_it_cannot_render_in_one_line(tiny_run: Path, capsys: 
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.splitlines()) == 1 and "lower --num-envs" in err
     with pytest.raises(SystemExit):
+        play.main(["--checkpoint", checkpoint, "--num-envs", "100000", "--width", "160", "--height", "120"])
+    assert "160x120 is too small for 100000 tiles: lower --num-envs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
         play.main(["--checkpoint", checkpoint, "--seconds", "inf"])
     assert "--seconds must be a finite number > 0, got inf" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -269,6 +269,9 @@ def main(argv: list[str] | None = None) -> Path:
         fail(parser.prog, f"--seconds must be a finite number > 0, got {args.seconds}")
     if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:
         fail(parser.prog, f"--width and --height must be even and positive, got {args.width}x{args.height}")
+    rows, cols = grid_shape(args.num_envs)
+    if args.height // rows < 2 or args.width // cols < 2:
+        fail(parser.prog, f"{args.width}x{args.height} is too small for {args.num_envs} tiles: lower --num-envs")
     try:
         path = play(
             args.checkpoint,

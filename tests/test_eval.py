@@ -207,7 +207,7 @@ def test_a_series_whose_summaries_would_collide_is_refused(tiny_run: Path, tmp_p
         main(["--checkpoint", str(tiny_run / "model_3.pt"), str(copy), "--num-envs", "2", "--out", str(out)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and f"would both write {out / 'eval_summary_model_3.json'}" in err
-    assert not out.exists()  # refused before any rollout
+    assert list(out.iterdir()) == []  # refused before any rollout
 
 
 def test_thresholds_come_from_the_task(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -180,6 +180,27 @@ def test_a_policy_of_another_task_is_refused_in_one_line(
         assert "g1_walk_flat" in err and "g1_motion_tracking" in err
 
 
+def test_outputs_that_cannot_be_written_are_refused_before_any_work(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    checkpoint = ["--checkpoint", str(tiny_run / "model_3.pt")]
+    cases = [
+        (play.main, [*checkpoint, "--still", str(tmp_path / "x.jpg")], "must end in .png"),
+        (play.main, [*checkpoint, "--out", str(tmp_path / "video.txt")], "must be a directory or end in .mp4"),
+        (play.main, [*checkpoint, "--out", str(a_file / "v.mp4")], f"cannot create {a_file}"),
+        (eval_main, [*checkpoint, "--out", str(a_file)], f"cannot create {a_file}"),
+        (curves.main, [str(tiny_run), "--out", str(tmp_path / "c.txt")], "must end in .png"),
+    ]
+    for command, args, message in cases:
+        with pytest.raises(SystemExit) as exc:
+            command(args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "mine"
+
+
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:
     scalars = curves.read_scalars(tiny_run)
     assert curves.RATE_TAG in scalars and any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import tempfile
+from pathlib import Path
 from typing import NoReturn
 
 COMMANDS = {
@@ -74,3 +76,26 @@ def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:
         fail(prog, f"--num-envs must be >= 1, got {num_envs}")
     if not 0 <= seed < 2**31:
         fail(prog, f"--seed must be in [0, 2**31), got {seed}")
+
+
+def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None) -> None:
+    """Make sure ``path`` can take a command's output before the command works for it: a directory (``suffix``
+    None) that exists or can be made, or a file ending in ``suffix`` whose directory exists or can be made.
+    Creating that directory now is no loss: the command would create it at the end anyway."""
+    if path is None:
+        return
+    path = Path(path)
+    if suffix is not None and path.suffix.lower() != suffix:
+        fail(prog, f"{flag} {path} must end in {suffix}")
+    folder = path if suffix is None else path.parent
+    if suffix is not None and path.is_dir():
+        fail(prog, f"{flag} {path} is a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(prog, f"{flag} {path}: cannot create {folder} ({exc.strerror or exc})")
+    try:  # a write probe, not os.access: root passes access checks in folders nobody can write, such as /proc
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        fail(prog, f"{flag} {path}: cannot write in {folder} ({exc.strerror or exc})")

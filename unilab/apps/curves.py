@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from unilab.apps.cli import ArgumentParser
+from unilab.apps.cli import ArgumentParser, check_output
 
 CURVES_NAME = "curves.png"
 RETURN_TAG, LENGTH_TAG, RATE_TAG = "episode/episode_return", "episode/episode_length", "perf/tail_env_steps_per_sec"
@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error("give a run directory or --series, not both or neither")
     if args.series is not None and args.out is None:
         parser.error("--series needs --out")
+    check_output(parser.prog, args.out, "--out", ".png")
     try:
         path = plot_run(args.run_dir, args.out) if args.series is None else plot_series(args.series, args.out)
     except CurvesError as exc:

@@ -30,7 +30,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.cli import ArgumentParser, check_rollout_args, fail
+from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail
 from unilab.apps.resources import InsufficientMemoryError, check_fits
 from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
@@ -494,6 +494,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fail(parser.prog, f"--device {device!r} is not a torch device ({exc})")
     if kind == "cuda" and not torch.cuda.is_available():
         fail(parser.prog, f"--device {device} but CUDA is not available on this machine")
+    check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     suites = list(SUITES) if "all" in args.suite else list(dict.fromkeys(args.suite))
     results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}

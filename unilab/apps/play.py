@@ -30,7 +30,7 @@ import torch
 from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
-from unilab.apps.cli import ArgumentParser, check_rollout_args, fail
+from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail
 from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, metrics_of, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import replacing, write_atomic
@@ -272,6 +272,11 @@ def main(argv: list[str] | None = None) -> Path:
     rows, cols = grid_shape(args.num_envs)
     if args.height // rows < 2 or args.width // cols < 2:
         fail(parser.prog, f"{args.width}x{args.height} is too small for {args.num_envs} tiles: lower --num-envs")
+    if args.out is not None and args.out.suffix and args.out.suffix.lower() != ".mp4" and not args.out.is_dir():
+        fail(parser.prog, f"--out {args.out} must be a directory or end in .mp4")
+    is_video = args.out is not None and args.out.suffix.lower() == ".mp4"
+    check_output(parser.prog, args.out, "--out", ".mp4" if is_video else None)
+    check_output(parser.prog, args.still, "--still", ".png")
     try:
         path = play(
             args.checkpoint,

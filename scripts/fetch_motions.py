@@ -28,7 +28,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from unilab.apps.cli import ArgumentParser
+from unilab.apps.cli import ArgumentParser, check_output
 from unilab.motion import load_motions
 from unilab.motion.reference import save_clip
 from unilab.robots import g1
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         help="also fetch clips licensed for non-commercial use only (LAFAN1's getting up)",
     )
     args = parser.parse_args(argv)
+    check_output(parser.prog, args.out, "--out")
     with tempfile.TemporaryDirectory() as cache:
         written = fetch(args.out, g1.load_model(), Path(cache), args.include_noncommercial)
     library = load_motions(args.out, g1.load_model())

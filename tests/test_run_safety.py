@@ -128,6 +128,11 @@ def test_a_checkpoint_with_impossible_contents_is_refused(tmp_path: Path, change
         load_checkpoint(path)
 
 
+def test_a_directory_given_as_a_checkpoint_is_named_as_one(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=re.escape(f"{tmp_path} is a directory, not a checkpoint file")):
+        load_checkpoint(tmp_path)
+
+
 # -- stops ----------------------------------------------------------------------------------------------------------
 
 

@@ -428,7 +428,12 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])
-    assert exit_info.value.code == 2 and "usage: unilab <command>" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.splitlines() == [
+        "unilab: error: unknown command 'fly'; commands: train, eval, play, bench, list (unilab --help)"
+    ]
+    cli.main(["list", "--help"])
+    assert capsys.readouterr().out.startswith("usage: unilab list")
     cli.main(["bench", "physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "2"])
     assert '"bench": "physics"' in capsys.readouterr().out
     cli.main(["--help"])  # returns: exit status 0

@@ -75,6 +75,8 @@ def _unreadable(path: Path, exc: Exception) -> CheckpointError:
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file (model_<iteration>.pt)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:

@@ -44,10 +44,15 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in ("-h", "--help"):
         print(usage())
         return
-    if not argv or argv[0] not in COMMANDS:
+    if not argv:
         print(usage(), file=sys.stderr)
         raise SystemExit(2)
+    if argv[0] not in COMMANDS:
+        fail("unilab", f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)} (unilab --help)")
     if argv[0] == "list":
+        if argv[1:] in (["-h"], ["--help"]):
+            print(f"usage: unilab list\n\n{COMMANDS['list'][1]}")
+            return
         if argv[1:]:
             fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
         print(list_everything())

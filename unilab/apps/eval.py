@@ -329,7 +329,7 @@ def evaluate(
         "control_dt": env.ctx.dt,
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
-    target = (Path(out) if out is not None else source.parent) / summary_name
+    target = output_path(source, out, summary_name)
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
@@ -405,6 +405,11 @@ def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
     return _meets(thresholds, result) and all(all(verdicts.values()) for verdicts in groups.values())
 
 
+def output_path(source: Path | str, out: Path | None, name: str) -> Path:
+    """Where eval writes ``name`` for the policy file ``source``: into ``out``, or beside the policy."""
+    return (Path(out) if out is not None else Path(source).resolve().parent) / name
+
+
 def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: Any) -> dict[str, Any]:
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
@@ -412,7 +417,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     names = {path: f"eval_summary_{Path(path).stem}.json" for path in checkpoints}
     targets: dict[Path, Path] = {}
     for path, name in names.items():  # one summary per checkpoint: never let a later one overwrite an earlier one
-        target = ((Path(out) if out is not None else Path(path).resolve().parent) / name).resolve()
+        target = output_path(path, out, name).resolve()
         if target in targets:
             raise EvalError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
@@ -428,7 +433,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     }
     suite = results[0]["suite"]
     name = SERIES_NAME if suite == "nominal" else SERIES_NAME.replace(".json", f"_{suite}.json")
-    target = (Path(out) if out is not None else Path(checkpoints[0]).resolve().parent) / name
+    target = output_path(checkpoints[0], out, name)
     write_json_atomic(target, series)
     series["summary_path"] = str(target)
     return series

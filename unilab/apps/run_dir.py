@@ -27,6 +27,8 @@ from unilab.apps.metrics import TailRateMeter
 from unilab.core.files import write_atomic
 
 SUMMARY_FILENAME = "run_summary.json"
+CONFIG_FILENAME = "run_config.json"
+POLICY_FILENAME = "policy.onnx"
 LOCK_FILENAME = ".lock"
 RUN_STATUSES = ("running", "completed", "interrupted", "failed")
 # importlib.metadata wants distribution names, which differ from the import names for some of these.

@@ -51,7 +51,9 @@ from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import VIDEO_NAME, play
 from unilab.apps.resources import check_fits, replay_row_bytes
 from unilab.apps.run_dir import (
+    CONFIG_FILENAME,
     LOCK_FILENAME,
+    POLICY_FILENAME,
     SUMMARY_FILENAME,
     RunLock,
     RunSummary,
@@ -211,7 +213,7 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
     has_summary = (run_dir / SUMMARY_FILENAME).exists()
     if not checkpoints and not has_summary:
         # No run, but files under the names a run writes (a user's own, or a run's leftovers): never replace them.
-        written = [name for name in ("run_config.json", "policy.onnx", VIDEO_NAME) if (run_dir / name).exists()]
+        written = [name for name in (CONFIG_FILENAME, POLICY_FILENAME, VIDEO_NAME) if (run_dir / name).exists()]
         if written:
             raise ValueError(
                 f"training.log_dir={run_dir} holds {', '.join(written)}, which a run would overwrite; "
@@ -437,7 +439,7 @@ def _train(prepared: Prepared) -> RunSummary:
     config_dict = dataclasses.asdict(cfg)
     environment = environment_info(CONFIG_DIR.parent)
     if world.leader:
-        write_json_atomic(run_dir / "run_config.json", {"config": config_dict, "environment": environment})
+        write_json_atomic(run_dir / CONFIG_FILENAME, {"config": config_dict, "environment": environment})
     logger = RunLogger(cfg.training.logger, run_dir) if world.leader else None
     steps_per_iteration = cfg.algo.num_envs * world.size
     meter = TailRateMeter(window=20)
@@ -611,7 +613,7 @@ def _train(prepared: Prepared) -> RunSummary:
             publish(result)
         if cfg.training.export_onnx and world.leader:
             metadata = policy_metadata(env, cfg, environment)
-            export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / "policy.onnx", metadata=metadata)
+            export_policy_onnx(trainer.loss.actor, env.obs_dims["policy"], run_dir / POLICY_FILENAME, metadata=metadata)
     # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
     if not cfg.training.no_play and last_checkpoint is not None and status == "completed":
         try:

@@ -361,7 +361,6 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.task not in list_tasks():
             parser.error(f"unknown task {args.task!r}; known tasks: {', '.join(list_tasks())}")
-    if args.bench in ("env", "drift"):
         bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:
             print(json.dumps(bench(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)

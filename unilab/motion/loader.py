@@ -158,6 +158,10 @@ def _fail(path: Path, message: str) -> MotionFileError:
     return MotionFileError(f"{path}: {message}")
 
 
+# What a damaged archive raises when opened or read: a bad checksum, bad deflate data, a truncated member.
+_DAMAGED = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
 def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
     """The archive, opened lazily: arrays are decompressed one by one when read, so unused ones never are.
     Pickled objects are refused because loading them can run code."""
@@ -171,13 +175,9 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
         raise _fail(path, f"{what}, expected an .npz archive of named arrays")
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+    except (*_DAMAGED, ValueError) as err:
         raise _fail(path, f"not a readable .npz archive ({err})") from err
     return archive
-
-
-# What a damaged archive raises while an array is read: a bad checksum, bad deflate data, a truncated member.
-_DAMAGED = (OSError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 def _header_shape(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[int, ...]:

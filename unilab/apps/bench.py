@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from unilab.apps.cli import ArgumentParser
+from unilab.apps.cli import ArgumentParser, check_device
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
@@ -352,10 +352,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.device is not None:
-        try:
-            torch.device(args.device)
-        except RuntimeError:
-            parser.error(f"--device {args.device!r} is not a torch device")
+        check_device(parser.prog, args.device)
     if args.bench in ("env", "drift"):
         from unilab.tasks.registry import list_tasks
 

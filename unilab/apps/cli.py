@@ -83,6 +83,18 @@ def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:
         fail(prog, f"--seed must be in [0, 2**31), got {seed}")
 
 
+def check_device(prog: str, device: str) -> None:
+    """``--device`` names a torch device this machine has."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        fail(prog, f"--device {device!r} is not a torch device ({exc})")
+    if kind == "cuda" and not torch.cuda.is_available():
+        fail(prog, f"--device {device} but CUDA is not available on this machine")
+
+
 def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None) -> None:
     """Make sure ``path`` can take a command's output before the command works for it: a directory (``suffix``
     None) that exists or can be made, or a file ending in ``suffix`` whose directory exists or can be made.

@@ -211,6 +211,10 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo=ppo", "unknown algo 'ppo'"),
         ("training.play_seconds=0", "training.play_seconds must be > 0"),
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
+        ("algo.use_symmetry=2", "algo.use_symmetry must be true or false, got 2"),
+        ("algo.amp=0", "algo.amp must be true or false, got 0"),
+        ("task.obs_noise=yes", "task.obs_noise must be true or false, got 'yes'"),
+        ("training.no_play='false'", "training.no_play must be true or false, got 'false'"),
         ("algo.no_such_key=1", "unknown key algo.no_such_key"),
         ("algo.num_env=4", "unknown key algo.num_env; did you mean algo.num_envs?"),
         ("+algo.num_env=4", "unknown key algo.num_env; did you mean algo.num_envs?"),
@@ -243,6 +247,15 @@ def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, 
     err = capsys.readouterr().err
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_every_boolean_field_takes_only_true_or_false() -> None:
+    from unilab.apps.config import TrainConfig, _fields, bool_keys
+
+    assert bool_keys() == [key for key, value in _fields(TrainConfig()) if isinstance(value, bool)]
+    assert {"algo.use_symmetry", "task.obs_noise", "training.no_play"} <= set(bool_keys())
+    cfg = compose_config(["sim=mujoco", "algo.use_symmetry=false", "training.no_play=True", "task.obs_noise=FALSE"])
+    assert (cfg.algo.use_symmetry, cfg.training.no_play, cfg.task.obs_noise) == (False, True, False)
 
 
 def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from torchrl_ext.config import AlgoConfig
@@ -69,6 +71,29 @@ def _fields(node: object, prefix: str = "") -> list[tuple[str, object]]:
 def _check(ok: bool, key: str, rule: str, value: object) -> None:
     if not ok:
         raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+def bool_keys(node: type = TrainConfig, prefix: str = "") -> list[str]:
+    """Dotted keys of every boolean field of the schema, from the fields' types."""
+    hints = typing.get_type_hints(node)
+    keys: list[str] = []
+    for f in dataclasses.fields(node):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            keys += bool_keys(kind, f"{prefix}{f.name}.")
+        elif kind is bool:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def check_bools(values: Iterable[tuple[str, object]]) -> None:
+    """``(dotted key, value)`` pairs as the user gave them: a boolean field takes true or false only. OmegaConf
+    converts 2, 1.5 or 'yes' to true and 0 or 'off' to false, so a number meant for another key, or a quoted word,
+    would pass as a setting nobody chose; once converted the original is gone, hence a check of the raw values."""
+    bools = set(bool_keys())
+    for key, value in values:
+        if key in bools:
+            _check(isinstance(value, bool), key, "true or false", value)
 
 
 def validate(cfg: TrainConfig) -> None:

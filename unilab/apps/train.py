@@ -28,6 +28,7 @@ import mujoco
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -45,7 +46,7 @@ from unilab.apps.checkpoint import (
     save_checkpoint,
 )
 from unilab.apps.cli import ArgumentParser, fail
-from unilab.apps.config import TaskSelection, TrainConfig, validate
+from unilab.apps.config import TaskSelection, TrainConfig, check_bools, validate
 from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import VIDEO_NAME, play
@@ -126,6 +127,9 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     unknown = sorted(set(_leaf_keys(OmegaConf.to_container(composed))) - set(schema_keys()))
     if unknown:
         raise ValueError(unknown_key_message(unknown[0]))
+    # The values as the user typed them (compose has checked their syntax, and converted them to the schema's types).
+    given = OverridesParser.create().parse_overrides(overrides)
+    check_bools((o.key_or_group, o.value()) for o in given if not o.is_delete())
     typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
     cfg: TrainConfig = OmegaConf.to_object(typed)
     validate(cfg)

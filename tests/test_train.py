@@ -234,6 +234,8 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.resume=''", "algo.resume must be a non-empty string, got ''"),
         ("training.keep_checkpoints=-1", "training.keep_checkpoints must be >= 0 (0 keeps all), got -1"),
         ("algo.weight_decay=-0.1", "algo.weight_decay must be >= 0, got -0.1"),
+        ("algo.target_entropy_ratio=5", "algo.target_entropy_ratio must be in (-log 2, 3.58] = (-0.693, 3.58]"),
+        ("algo.target_entropy_ratio=-0.7", "algo.target_entropy_ratio must be in (-log 2, 3.58]"),
         ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: motion file not found"),
         ("task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
         ("task.failure_look_back=0", "task.failure_look_back must be >= 1, got 0"),

@@ -6,7 +6,18 @@ wrong type fails when the config is composed, before any work starts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from torchrl_ext.networks import LOG_STD_MIN
+
+# SAC aims the policy's entropy at -target_entropy_ratio nats per action dimension (sac.target_entropy_from_ratio).
+# Per dimension a policy with actions in [-1, 1] has at most log 2 nats (the uniform distribution's; the actor, its
+# std capped at 1, tops out near 0.68), and the actor's narrowest Gaussian (std exp(LOG_STD_MIN)) has
+# 0.5 * log(2 pi e) + LOG_STD_MIN = -3.58 nats at the centre of the range, less only where the tanh squeezes it,
+# near +-1. So a ratio at or below -log 2 can never be met (the temperature grows without end), and one above 3.58
+# only by pushing the actions towards the bounds, not by narrowing the noise.
+TARGET_ENTROPY_RATIO_RANGE = (-math.log(2), -(0.5 * math.log(2 * math.pi * math.e) + LOG_STD_MIN))
 
 
 @dataclass
@@ -28,7 +39,7 @@ class AlgoConfig:
     v_min: float = -20.0
     v_max: float = 20.0
     alpha_init: float = 0.01
-    target_entropy_ratio: float = 0.0
+    target_entropy_ratio: float = 0.0  # SAC only; in (-log 2, 3.58]: TARGET_ENTROPY_RATIO_RANGE
     max_grad_norm: float = 0.0
     use_symmetry: bool = False
     obs_normalization: bool = True

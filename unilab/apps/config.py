@@ -13,7 +13,7 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from torchrl_ext.config import AlgoConfig
+from torchrl_ext.config import TARGET_ENTROPY_RATIO_RANGE, AlgoConfig
 from unilab.apps.loggers import check_logger
 
 
@@ -151,6 +151,15 @@ def validate(cfg: TrainConfig) -> None:
         _check(getattr(a, key) > 0.0, f"algo.{key}", "> 0", getattr(a, key))
     for key in ("weight_decay", "max_grad_norm", "target_sigma"):
         _check(getattr(a, key) >= 0.0, f"algo.{key}", ">= 0", getattr(a, key))
+    low, high = TARGET_ENTROPY_RATIO_RANGE
+    _check(
+        low < a.target_entropy_ratio <= high,
+        "algo.target_entropy_ratio",
+        f"in (-log 2, {high:.2f}] = ({low:.3f}, {high:.2f}]: SAC aims at an entropy of -ratio nats per action "
+        f"dimension, which must stay below log 2 (uniform actions on [-1, 1]) and not under {-high:.2f} (the "
+        "actor's narrowest Gaussian; see torchrl_ext.config)",
+        a.target_entropy_ratio,
+    )
     length = cfg.task.episode_length_s
     _check(length is None or length > 0.0, "task.episode_length_s", "> 0", length)
     look_back = cfg.task.failure_look_back

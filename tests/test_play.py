@@ -167,6 +167,23 @@ def test_play_refuses_what_it_cannot_render_in_one_line(tiny_run: Path, capsys: 
     assert f"--seed must be in [0, 2**31), got {2**31}" in capsys.readouterr().err
 
 
+def test_a_video_longer_than_play_renders_is_refused_before_any_work(
+    tiny_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def render(*args: object, **kwargs: object) -> None:
+        raise AssertionError("rendering started")
+
+    monkeypatch.setattr(play, "render_rollout", render)
+    checkpoint = tiny_run / "model_3.pt"
+    with pytest.raises(SystemExit) as exc:
+        play.main(["--checkpoint", str(checkpoint), "--seconds", "1e9"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "--seconds must be at most 600 (every frame is rendered), got 1e+09" in err
+    with pytest.raises(play.EvalError, match=r"seconds must be in \(0, 600\], got 601"):
+        play.play(checkpoint, None, seconds=601)
+
+
 @pytest.mark.parametrize("source", ["--checkpoint", "--onnx"])
 def test_a_policy_of_another_task_is_refused_in_one_line(
     tiny_run: Path, source: str, capsys: pytest.CaptureFixture[str]

@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from torchrl_ext.config import TARGET_ENTROPY_RATIO_RANGE, AlgoConfig
 from unilab.apps.loggers import check_logger
 
+# The longest video play renders (play --seconds, training.play_seconds): it draws every control step, 50 frames per
+# second of video, each tile rendered in turn, about 0.1 s a frame of four tiles on a CPU's software rasteriser.
+# Frames stream to the encoder, so the cost is time, not memory: ten minutes of video are 30,000 frames, about an
+# hour on a CPU (a walking episode lasts 20 s).
+MAX_PLAY_SECONDS = 600.0
+
 
 @dataclass
 class TaskSelection:
@@ -165,7 +171,12 @@ def validate(cfg: TrainConfig) -> None:
     look_back = cfg.task.failure_look_back
     _check(look_back is None or look_back >= 1, "task.failure_look_back", ">= 1", look_back)
     _check(t.log_interval >= 1, "training.log_interval", ">= 1", t.log_interval)
-    _check(t.play_seconds > 0.0, "training.play_seconds", "> 0", t.play_seconds)
+    _check(
+        0.0 < t.play_seconds <= MAX_PLAY_SECONDS,
+        "training.play_seconds",
+        f"in (0, {MAX_PLAY_SECONDS:g}]",
+        t.play_seconds,
+    )
     _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
     _check(t.dist_timeout_s > 0.0, "training.dist_timeout_s", "> 0", t.dist_timeout_s)
     _check(t.stall_timeout_s > 0.0, "training.stall_timeout_s", "> 0", t.stall_timeout_s)

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from unilab.apps.checkpoint import CheckpointError
 from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail
+from unilab.apps.config import MAX_PLAY_SECONDS
 from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, metrics_of, onnx_policy, policy_source
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import replacing, write_atomic
@@ -230,8 +231,8 @@ def play(
     video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
     (``shown_overrides``).
     """
-    if not 0.0 < seconds < math.inf:
-        raise EvalError(f"seconds must be a finite number > 0, got {seconds}")
+    if not 0.0 < seconds <= MAX_PLAY_SECONDS:
+        raise EvalError(f"seconds must be in (0, {MAX_PLAY_SECONDS:g}], got {seconds}")
     if onnx is not None and not Path(onnx).is_file():
         raise EvalError(f"onnx policy not found: {onnx}")
     ckpt, task, overrides = policy_source(checkpoint, onnx, task)
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> Path:
     source.add_argument("--onnx", type=Path, help="policy.onnx written by train")
     parser.add_argument("--out", type=Path, default=None, help=f"directory or .mp4 path (default: {VIDEO_NAME} beside)")
     parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default: the run's task)")
-    parser.add_argument("--seconds", type=float, default=16.0)
+    parser.add_argument("--seconds", type=float, default=16.0, help=f"video length, at most {MAX_PLAY_SECONDS:g}")
     parser.add_argument("--num-envs", type=int, default=4, help="robots shown, one tile each")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--width", type=int, default=640)
@@ -267,6 +268,11 @@ def main(argv: list[str] | None = None) -> Path:
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if not 0.0 < args.seconds < math.inf:
         fail(parser.prog, f"--seconds must be a finite number > 0, got {args.seconds}")
+    if args.seconds > MAX_PLAY_SECONDS:  # see MAX_PLAY_SECONDS: ten minutes of video take about an hour on a CPU
+        fail(
+            parser.prog,
+            f"--seconds must be at most {MAX_PLAY_SECONDS:g} (every frame is rendered), got {args.seconds:g}",
+        )
     if args.width % 2 or args.height % 2 or args.width < 2 or args.height < 2:
         fail(parser.prog, f"--width and --height must be even and positive, got {args.width}x{args.height}")
     rows, cols = grid_shape(args.num_envs)

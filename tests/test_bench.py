@@ -66,6 +66,48 @@ def test_bench_sizes_are_checked_before_any_work(args: list[str], message: str, 
 
 
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_physics_worlds_that_cannot_fit_are_refused_before_any_allocation(
+    sim: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    def make_backend(*args: object, **kwargs: object) -> None:
+        raise AssertionError("worlds allocated")
+
+    monkeypatch.setattr(bench, "make_backend", make_backend)
+    with pytest.raises(SystemExit) as exc:  # the small size first: no size runs while a later one cannot fit
+        bench.main(["physics", "--sim", sim, "--num-envs", f"2,{10**12}", "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert exc.value.code == 2 and captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "but cpu has" in captured.err and f"lower --num-envs ({10**12} worlds of at least" in captured.err
+    assert ("constraint Jacobian" in captured.err) == (sim == "mjwarp")
+
+
+@pytest.mark.parametrize(("nconmax", "njmax"), [(64, 400), (8, 4000)])
+def test_the_physics_estimate_is_below_what_mjwarp_allocates_per_world(nconmax: int, njmax: int) -> None:
+    import dataclasses
+
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from unilab.robots import g1
+    from unilab.sim import SimConfig
+
+    def allocated(node: object, seen: set[int]) -> int:
+        if isinstance(node, wp.array):
+            fresh = id(node) not in seen
+            seen.add(id(node))
+            return node.capacity if fresh else 0
+        if dataclasses.is_dataclass(node):
+            return sum(allocated(getattr(node, f.name), seen) for f in dataclasses.fields(node))
+        return 0
+
+    model = g1.load_model()
+    with wp.ScopedDevice("cpu"):
+        one, two = (allocated(mjw.make_data(model, nworld=n, nconmax=nconmax, njmax=njmax), set()) for n in (1, 2))
+    estimate = bench.physics_bytes_per_world("mjwarp", model, SimConfig(nconmax=nconmax, njmax=njmax))
+    assert 0 < estimate["contacts"] + estimate["constraint Jacobian"] <= two - one  # the state is beside mjwarp's data
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 def test_two_runs_of_one_seed_never_part_on_the_cpu(sim: str, capsys: pytest.CaptureFixture) -> None:
     bench.main(["drift", "--sim", sim, "--num-envs", "3", "--steps", "10"])
     row = json.loads(capsys.readouterr().out)

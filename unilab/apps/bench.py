@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -17,13 +18,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import mujoco
 import torch
 
 from unilab.apps.cli import ArgumentParser, check_device
+from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
-from unilab.sim import BACKENDS, SimBackend, SimConfig, default_backend, make_backend
+from unilab.sim import BACKENDS, SimBackend, SimConfig, backend_device, default_backend, make_backend, state_shapes
 
 
 def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
@@ -60,6 +63,38 @@ def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[
     warm_up(step, own, times=3)
     graph, _ = record(step, own)
     return graph.replay
+
+
+# The fields of one mjwarp contact counted below: dist, pos, frame, includemargin, friction, solref, solreffriction
+# and solimp (mujoco_warp's Contact, float32); its integer fields are left out.
+CONTACT_FLOATS = 1 + 3 + 9 + 1 + 5 + 2 + 2 + 5
+
+
+def physics_bytes_per_world(sim: str, model: mujoco.MjModel, config: SimConfig) -> dict[str, int]:
+    """A lower bound on what one world of ``bench physics`` holds, by part, from the model's sizes, so a world count
+    that cannot fit is refused before anything is allocated.
+
+    Every backend keeps a world's state as float32 (``state_shapes``: joint state, body poses and velocities, sites,
+    sensors, gains) and the bench its control. mjwarp also sizes each world's contact and constraint buffers by
+    ``nconmax`` and ``njmax``: counted are the dense constraint Jacobian, ``njmax`` rows of ``nv`` float32 (a sparse
+    model's is left out: its size is mjwarp's own guess), and ``CONTACT_FLOATS`` of each of ``nconmax`` contacts.
+    mjwarp's other per-world arrays are not counted: for the G1 at the defaults (64 contacts, 400 rows) its data
+    takes 131 KB a world besides the 3 KB of state, the bound is 66 KB, so a refusal is always a real shortage."""
+    state = sum(math.prod(shape) for shape in state_shapes(model).values()) + model.nu
+    parts = {"state": FLOAT_BYTES * state}
+    if sim == "mjwarp":
+        parts["contacts"] = FLOAT_BYTES * CONTACT_FLOATS * config.nconmax
+        parts["constraint Jacobian"] = 0 if mujoco.mj_isSparse(model) else FLOAT_BYTES * config.njmax * model.nv
+    return parts
+
+
+def check_physics_memory(sim: str, num_envs: int, device: str | None, config: SimConfig) -> None:
+    """Refuse ``num_envs`` worlds whose ``physics_bytes_per_world`` exceed the free memory of the device they would
+    live on."""
+    per_world = physics_bytes_per_world(sim, g1.load_model(), config)
+    parts = {name: num_envs * size for name, size in per_world.items() if size}
+    each = format_bytes(sum(per_world.values()))
+    check_fits(parts, backend_device(sim, device), f"lower --num-envs ({num_envs} worlds of at least {each} each)")
 
 
 def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig) -> dict:
@@ -374,5 +409,10 @@ def main(argv: list[str] | None = None) -> None:
     config = SimConfig(
         iterations=args.iterations, ls_iterations=args.ls_iterations, nconmax=args.nconmax, njmax=args.njmax
     )
+    for n in sizes:  # every size first: a refused last size would otherwise come after the others' runs
+        try:
+            check_physics_memory(sim, n, args.device, config)
+        except InsufficientMemoryError as exc:
+            parser.error(str(exc))
     for n in sizes:
         print(json.dumps(bench_physics(sim, n, args.steps, args.device, config)), flush=True)

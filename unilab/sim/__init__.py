@@ -16,6 +16,7 @@ from unilab.sim.base import (
     SimConfig,
     SimError,
     SimState,
+    state_shapes,
 )
 
 BACKENDS = ("mjwarp", "mujoco")
@@ -30,15 +31,25 @@ __all__ = [
     "SimConfig",
     "SimError",
     "SimState",
+    "backend_device",
     "default_backend",
     "load_model",
     "make_backend",
+    "state_shapes",
 ]
 
 
 def default_backend() -> str:
     """mjwarp where CUDA is available, the C MuJoCo host bridge otherwise."""
     return "mjwarp" if torch.cuda.is_available() else "mujoco"
+
+
+def backend_device(name: str, device: str | torch.device | None = None) -> torch.device:
+    """Where ``make_backend(name, ..., device)`` puts its worlds: ``device``, by default CUDA for mjwarp when
+    available, else the CPU."""
+    if device is None:
+        device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
+    return torch.device(device)
 
 
 def load_model(path: str | Path, config: SimConfig | None = None) -> mujoco.MjModel:
@@ -65,9 +76,7 @@ def make_backend(
         raise ValueError(f"num_worlds must be >= 1, got {num_worlds}")
     config = config or SimConfig()
     config.apply(model)
-    if device is None:
-        device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
+    device = backend_device(name, device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device} asked for, but CUDA is not available on this machine")
     if device.type == "cuda" and device.index is None:  # tensors report their device with its index

@@ -132,6 +132,27 @@ def _check_unsupported_state(model: mujoco.MjModel) -> None:
         raise ValueError(f"the physics state does not carry {', '.join(present)}; this model has them")
 
 
+def state_shapes(model: mujoco.MjModel, params: tuple[str, ...] = ()) -> dict[str, tuple[int, ...]]:
+    """``SimBackend.state_spec`` of ``model`` with the per-world ``params``, known before a backend is built."""
+    m = model
+    spec = {
+        "qpos": (m.nq,),
+        "qvel": (m.nv,),
+        "act": (m.na,),
+        "qacc_warmstart": (m.nv,),
+        "time": (),
+        "actuator_kp": (m.nu,),
+        "actuator_kv": (m.nu,),
+        "xpos": (m.nbody, 3),
+        "xquat": (m.nbody, 4),
+        "cvel": (m.nbody, 6),
+        "subtree_com": (m.nbody, 3),
+        "site_xpos": (m.nsite, 3),
+        "sensordata": (m.nsensordata,),
+    }
+    return spec | {name: nominal_params(m)[name].shape for name in params}
+
+
 class SimBackend(ABC):
     """N worlds of one MuJoCo model, stepped together over a caller-owned state.
 
@@ -164,23 +185,7 @@ class SimBackend(ABC):
 
     def state_spec(self) -> dict[str, tuple[int, ...]]:
         """Per-world shape of every state field: ``STATE_FIELDS``, then the per-world ``params``."""
-        m = self.model
-        spec = {
-            "qpos": (m.nq,),
-            "qvel": (m.nv,),
-            "act": (m.na,),
-            "qacc_warmstart": (m.nv,),
-            "time": (),
-            "actuator_kp": (m.nu,),
-            "actuator_kv": (m.nu,),
-            "xpos": (m.nbody, 3),
-            "xquat": (m.nbody, 4),
-            "cvel": (m.nbody, 6),
-            "subtree_com": (m.nbody, 3),
-            "site_xpos": (m.nsite, 3),
-            "sensordata": (m.nsensordata,),
-        }
-        return spec | {name: nominal_params(m)[name].shape for name in self.params}
+        return state_shapes(self.model, self.params)
 
     def initial_state(self) -> dict[str, torch.Tensor]:
         """Fresh tensors: every world at the model's ``qpos0``, at rest, with the model's actuator gains and

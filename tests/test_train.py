@@ -237,10 +237,12 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.weight_decay=-0.1", "algo.weight_decay must be >= 0, got -0.1"),
         ("algo.target_entropy_ratio=5", "algo.target_entropy_ratio must be in (-log 2, 3.58] = (-0.693, 3.58]"),
         ("algo.target_entropy_ratio=-0.7", "algo.target_entropy_ratio must be in (-log 2, 3.58]"),
-        ("task.motion_file=/no/such/clip.npz", "task.motion_file=/no/such/clip.npz: motion file not found"),
-        ("task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
-        ("task.failure_look_back=0", "task.failure_look_back must be >= 1, got 0"),
-        ("task.failure_look_back=3", "unknown override(s) ['failure_look_back'] for task 'g1_walk_flat'"),
+        ("task=g1_motion_tracking task.motion_file=/no/such/clip.npz", "/no/such/clip.npz: motion file not found"),
+        ("task=g1_motion_tracking task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
+        ("task=g1_motion_tracking task.failure_look_back=0", "task.failure_look_back must be >= 1, got 0"),
+        ("task.failure_look_back=3", "task.failure_look_back does not apply to task 'g1_walk_flat'; its task keys are"),
+        ("task.motion_file=clip.npz", "task.motion_file does not apply to task 'g1_walk_flat'; its task keys are"),
+        ("task=g1_walk_flat_rand task.motion_file=/", "task.motion_file does not apply to task 'g1_walk_flat_rand'"),
     ],
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
@@ -259,6 +261,20 @@ def test_every_boolean_field_takes_only_true_or_false() -> None:
     assert {"algo.use_symmetry", "task.obs_noise", "training.no_play"} <= set(bool_keys())
     cfg = compose_config(["sim=mujoco", "algo.use_symmetry=false", "training.no_play=True", "task.obs_noise=FALSE"])
     assert (cfg.algo.use_symmetry, cfg.training.no_play, cfg.task.obs_noise) == (False, True, False)
+
+
+def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> None:
+    for key in ("task.motion_file=clip.npz", "task.failure_look_back=3"):
+        with pytest.raises(SystemExit) as exit_info:  # --cfg refuses what a run would, before printing a config
+            main(["--cfg", "sim=mujoco", key])
+        captured = capsys.readouterr()
+        assert exit_info.value.code == 2 and captured.out == "" and len(captured.err.splitlines()) == 1
+        assert (
+            "does not apply to task 'g1_walk_flat'; its task keys are task.obs_noise, task.episode_length_s"
+            in captured.err
+        )
+    main(["--cfg", "sim=mujoco", "task=g1_motion_tracking", "task.failure_look_back=3"])
+    assert "failure_look_back: 3" in capsys.readouterr().out
 
 
 def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:

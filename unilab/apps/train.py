@@ -67,7 +67,7 @@ from unilab.apps.watchdog import StallWatchdog
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
 from unilab.sim import BACKENDS, default_backend
-from unilab.tasks.registry import get_task, list_tasks, make_functional_env
+from unilab.tasks.registry import get_task, list_tasks, make_functional_env, override_names
 
 # The process's age once everything above is imported: the first start-up phase a user waits through.
 IMPORTED_AFTER_S = process_age_s()
@@ -132,8 +132,23 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     check_bools((o.key_or_group, o.value()) for o in given if not o.is_delete())
     typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
     cfg: TrainConfig = OmegaConf.to_object(typed)
+    check_task_keys(cfg)
     validate(cfg)
     return cfg
+
+
+def check_task_keys(cfg: TrainConfig) -> None:
+    """``task.*`` keys set for a task that does not take them. The schema holds the keys of every task (``train
+    --cfg`` lists them all, those left unset as null) since tasks are registered at run time; which of them a task
+    takes, its factory's arguments and ``TaskConfig``'s fields say (``override_names``)."""
+    accepted = override_names(cfg.task.name)
+    stray = [key for key in task_overrides(cfg) if key not in accepted]
+    if stray:
+        own = [f"task.{f.name}" for f in dataclasses.fields(TaskSelection) if f.name in accepted - {"name"}]
+        raise ValueError(
+            f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)} "
+            "(train --cfg lists the keys of every task)"
+        )
 
 
 def resolve_device(cfg: TrainConfig, world: World) -> str:

@@ -94,6 +94,12 @@ def get_task(name: str) -> Task:
     return tasks[name]
 
 
+def override_names(name: str) -> set[str]:
+    """The overrides ``make_task(name, ...)`` takes: its factory's arguments and the ``TaskConfig`` fields."""
+    factory = get_task(name).make_config
+    return set(inspect.signature(factory).parameters) | {f.name for f in dataclasses.fields(TaskConfig)}
+
+
 def make_task(name: str, **overrides: Any) -> TaskConfig:
     """The named task's config.
 
@@ -105,7 +111,7 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
     build = {k: v for k, v in overrides.items() if k in accepted}
     replace = {k: v for k, v in overrides.items() if k not in accepted}
     fields = {f.name for f in dataclasses.fields(TaskConfig)}
-    unknown = sorted(set(replace) - fields)
+    unknown = sorted(set(overrides) - override_names(name))
     if unknown:
         raise ValueError(
             f"unknown override(s) {unknown} for task {name!r}; TaskConfig fields: {sorted(fields)}, "

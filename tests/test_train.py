@@ -209,6 +209,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.learning_starts=1000", "algo.learning_starts=1000 is larger than algo.replay_buffer_n"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=ppo", "unknown algo 'ppo'"),
+        ("+experiment=fast", "unknown experiment 'fast'; known experiments: motion_library"),
         ("training.play_seconds=0", "training.play_seconds must be in (0, 600], got 0.0"),
         ("training.play_seconds=1e9", "training.play_seconds must be in (0, 600], got 1000000000.0"),
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
@@ -261,6 +262,15 @@ def test_every_boolean_field_takes_only_true_or_false() -> None:
     assert {"algo.use_symmetry", "task.obs_noise", "training.no_play"} <= set(bool_keys())
     cfg = compose_config(["sim=mujoco", "algo.use_symmetry=false", "training.no_play=True", "task.obs_noise=FALSE"])
     assert (cfg.algo.use_symmetry, cfg.training.no_play, cfg.task.obs_noise) == (False, True, False)
+
+
+def test_the_motion_library_preset_sets_its_recipe_and_command_line_values_win() -> None:
+    base = ["algo=flashsac", "task=g1_motion_tracking", "sim=mujoco", "+experiment=motion_library"]
+    cfg = compose_config(base)
+    assert (cfg.task.failure_look_back, cfg.algo.lr_decay_steps, cfg.algo.replay_buffer_n) == (3, 200_000, 1024)
+    assert compose_config([*base, "algo.replay_buffer_n=512"]).algo.replay_buffer_n == 512
+    plain = compose_config(base[:-1])
+    assert (plain.task.failure_look_back, plain.algo.replay_buffer_n) != (3, 1024)  # the preset is what set them
 
 
 def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> None:

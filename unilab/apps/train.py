@@ -75,6 +75,11 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 ALGOS = ("sac", "flashsac")
 
 
+def experiments() -> list[str]:
+    """The presets of ``configs/experiment``, chosen with ``+experiment=NAME``: a recipe's settings across groups."""
+    return sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
+
+
 def _group(overrides: list[str], name: str) -> str | None:
     values = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")]
     return values[-1] if values else None
@@ -113,6 +118,9 @@ def unknown_key_message(key: str) -> str:
 def compose_config(overrides: list[str]) -> TrainConfig:
     """Hydra composition checked against the typed schema; unknown names fail here, before any work."""
     algo, task, sim = (_group(overrides, g) for g in ("algo", "task", "sim"))
+    experiment = _group(overrides, "+experiment")
+    if experiment is not None and experiment not in experiments():
+        raise ValueError(f"unknown experiment {experiment!r}; known experiments: {', '.join(experiments())}")
     if algo is not None and algo not in ALGOS:
         raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(ALGOS)}")
     if task is not None and task not in list_tasks():

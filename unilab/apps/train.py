@@ -71,7 +71,7 @@ from unilab.tasks.registry import get_task, list_tasks, make_functional_env, ove
 
 # The process's age once everything above is imported: the first start-up phase a user waits through.
 IMPORTED_AFTER_S = process_age_s()
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
 ALGOS = ("sac", "flashsac")
 
 
@@ -464,7 +464,7 @@ def _train(prepared: Prepared) -> RunSummary:
     cfg, env, trainer, run_dir, world = prepared.cfg, prepared.env, prepared.trainer, prepared.run_dir, prepared.world
     start_iteration = trainer.iteration
     config_dict = dataclasses.asdict(cfg)
-    environment = environment_info(CONFIG_DIR.parent)
+    environment = environment_info()
     if world.leader:
         write_json_atomic(run_dir / CONFIG_FILENAME, {"config": config_dict, "environment": environment})
     logger = RunLogger(cfg.training.logger, run_dir) if world.leader else None

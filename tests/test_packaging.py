@@ -1,0 +1,37 @@
+"""What a wheel of this project holds: the files the commands read at run time must be package data, or `pip
+install` gives a `train` that cannot find its own configs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import unilab
+from unilab.apps.train import CONFIG_DIR
+
+PACKAGE_ROOT = Path(unilab.__file__).resolve().parent
+PYPROJECT = PACKAGE_ROOT.parent / "pyproject.toml"
+
+
+def _shipped(path: Path) -> bool:
+    """Whether ``[tool.setuptools.package-data]`` puts ``path`` in the wheel (a package's globs, relative to it)."""
+    globs = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-data"]
+    for package, patterns in globs.items():
+        base = PACKAGE_ROOT.parent.joinpath(*package.split("."))
+        if base in path.parents and any(path.relative_to(base).match(pattern) for pattern in patterns):
+            return True
+    return False
+
+
+def test_every_config_file_ships_inside_the_package() -> None:
+    assert PACKAGE_ROOT in CONFIG_DIR.parents
+    files = sorted(CONFIG_DIR.rglob("*.yaml"))
+    assert {"train.yaml", "algo/sac.yaml", "sim/mujoco.yaml", "experiment/motion_library.yaml"} <= {
+        f.relative_to(CONFIG_DIR).as_posix() for f in files
+    }
+    assert [f for f in files if not _shipped(f)] == []
+
+
+def test_every_task_tuning_file_ships() -> None:
+    files = sorted((PACKAGE_ROOT / "tasks").rglob("*.yaml"))
+    assert files and [f for f in files if not _shipped(f)] == []

@@ -270,6 +270,24 @@ def test_mjwarp_on_the_cpu_says_it_compiles_once_and_hides_the_no_driver_warning
     assert done.stderr.count("the first run compiles its kernels") == 1
 
 
+def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_them() -> None:
+    """In a fresh process (module loads are per process): after construction every ``STEP_MODULES`` module has its
+    CPU variant loaded, a step loads no other variant of them, and each name still holds mujoco_warp kernels."""
+    code = (
+        "import torch, warp as wp\n"
+        "from unilab.robots import g1\n"
+        "from unilab.sim import make_backend\n"
+        "from unilab.sim.mjwarp import STEP_MODULES\n"
+        "sim = make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
+        "modules = [wp.get_module(name) for name in STEP_MODULES]\n"
+        "before = [set(m.execs) for m in modules]\n"
+        "sim.step_(sim.initial_state(), torch.zeros(1, sim.model.nu))\n"
+        "print(all(m.kernels for m in modules), all(before), before == [set(m.execs) for m in modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert done.stdout.split() == ["True", "True", "True"]
+
+
 # -- per-world model parameters and per-substep targets ------------------------------------------------------
 
 

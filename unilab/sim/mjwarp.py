@@ -39,6 +39,15 @@ _PARAM_FIELDS = {
     "actuator_strength": ("actuator_forcerange",),
 }
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+# mujoco_warp's modules whose kernels a step of the G1 launches. Warp compiles a module when one of its kernels is
+# first launched, so a fresh step compiles them one after another; five of them (forward, smooth, sensor, passive,
+# derivative) took 25 of 40 s on a 2-core CPU. Loaded side by side before the first step, they cost about the
+# largest one instead of their sum, and a cached module only loads. Kernels that mujoco_warp builds per model
+# during a step live in modules of their own and still compile when first launched.
+STEP_MODULES = tuple(
+    f"mujoco_warp._src.{name}"
+    for name in ("forward", "smooth", "sensor", "passive", "derivative", "solver", "support", "constraint")
+)
 
 
 def _init_warp() -> None:
@@ -68,6 +77,12 @@ def _note_cpu_kernels() -> None:
     )
 
 
+def preload_step_modules(device: str) -> None:
+    """Compile (or load from Warp's cache) the ``STEP_MODULES`` on ``device`` in parallel, one thread each."""
+    modules = [wp.get_module(name) for name in STEP_MODULES]
+    wp.force_load(device=device, modules=modules, max_workers=min(len(modules), os.cpu_count() or 1))
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -93,6 +108,7 @@ class MjWarpBackend(SimBackend):
             # other model field stays shared (leading dimension 1).
             self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
+        preload_step_modules(self._wp_device)
         d = self._d
         # Torch views of the per-world model arrays, written from the state before each step.
         self._model_views = {field: wp.to_torch(getattr(self._m, field)) for field in per_world}

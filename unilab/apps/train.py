@@ -359,7 +359,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         env = make_functional_env(
             cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
         )
-        clock.mark("env_build")
+        clock.mark("env_build", parts=env.sim.startup)
         trainer = OffPolicyTrainer(env, cfg.algo, world)
         clock.mark("trainer_build", parts=trainer.runner.startup)
         if ckpt is not None:

@@ -178,6 +178,8 @@ class SimBackend(ABC):
         self.device = device
         # The model parameters each world carries in its state (``SimConfig.per_world``), in state order.
         self.params = tuple(name for name in MODEL_PARAMS if name in config.per_world)
+        # Seconds of one-off work done while building (kernel loads), by name, for start-up reports.
+        self.startup: dict[str, float] = {}
 
     @property
     def control_dt(self) -> float:

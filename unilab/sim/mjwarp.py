@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -108,7 +109,9 @@ class MjWarpBackend(SimBackend):
             # other model field stays shared (leading dimension 1).
             self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
+        began = time.perf_counter()
         preload_step_modules(self._wp_device)
+        self.startup["warp_load"] = time.perf_counter() - began
         d = self._d
         # Torch views of the per-world model arrays, written from the state before each step.
         self._model_views = {field: wp.to_torch(getattr(self._m, field)) for field in per_world}

@@ -274,6 +274,36 @@ def test_the_motion_library_preset_sets_its_recipe_and_command_line_values_win()
     assert (plain.task.failure_look_back, plain.algo.replay_buffer_n) != (3, 1024)  # the preset is what set them
 
 
+def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import shutil
+
+    from unilab.apps import train as train_app
+    from unilab.tasks import registry
+
+    # A task's tuning file: its keys go under algo (here by its header).
+    tuning = tmp_path / "sac.yaml"
+    tuning.write_text("# @package algo\nuse_symmetry: 2\n")
+    monkeypatch.setattr(registry, "_registered", {})
+    registry.register_task("g1_walk_tuned", registry.get_task("g1_walk_flat").make_config, tuning={"sac": tuning})
+    # A preset of the config directory: its keys are global by its header.
+    configs = tmp_path / "configs"
+    shutil.copytree(train_app.CONFIG_DIR, configs)
+    (configs / "experiment" / "loose.yaml").write_text("# @package _global_\ntraining:\n  no_play: 0\n")
+    monkeypatch.setattr(train_app, "CONFIG_DIR", configs)
+    cases = {
+        "task=g1_walk_tuned": f"{tuning}: algo.use_symmetry must be true or false, got 2",
+        "+experiment=loose": f"{configs / 'experiment' / 'loose.yaml'}: training.no_play must be true or false, got 0",
+    }
+    for override, message in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            main([*tiny(tmp_path, "mujoco"), override])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> None:
     for key in ("task.motion_file=clip.npz", "task.failure_look_back=3"):
         with pytest.raises(SystemExit) as exit_info:  # --cfg refuses what a run would, before printing a config

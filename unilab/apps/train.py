@@ -14,6 +14,7 @@ import difflib
 import faulthandler
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -30,7 +31,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 from tqdm import tqdm
 
@@ -97,11 +98,39 @@ def store_configs() -> None:
             store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
 
 
-def _leaf_keys(node: object, prefix: str = "") -> list[str]:
-    """Dotted paths of a config's leaves (``algo.num_envs``)."""
+def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted path, value)`` of a config's leaves (``algo.num_envs``)."""
     if not isinstance(node, dict) or not node:
-        return [prefix]
-    return [key for name, value in node.items() for key in _leaf_keys(value, f"{prefix}.{name}" if prefix else name)]
+        return [(prefix, node)]
+    return [leaf for name, value in node.items() for leaf in _leaves(value, f"{prefix}.{name}" if prefix else name)]
+
+
+def _leaf_keys(node: object, prefix: str = "") -> list[str]:
+    return [key for key, _ in _leaves(node, prefix)]
+
+
+_PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
+
+
+def check_file_bools(choices: dict[str, str | None]) -> None:
+    """``check_bools`` for the config files a composition chose (Hydra's ``choices``: group -> option), as they are
+    written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file's
+    keys go under its group (the task's tuning file under ``algo``) unless its ``# @package`` header says else."""
+    files = [(CONFIG_DIR / group / f"{option}.yaml", group) for group, option in choices.items() if option]
+    task, algo = choices.get("task"), choices.get("algo")
+    if task and algo and algo in get_task(task).tuning:
+        files.append((Path(get_task(task).tuning[algo]), "algo"))
+    for path, package in files:
+        if not path.is_file():  # the schema, or a group this project keeps in the ConfigStore
+            continue
+        text = path.read_text()
+        header = _PACKAGE_HEADER.search(text)
+        package = header.group(1) if header else package
+        node = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        try:
+            check_bools(_leaves(node, "" if package == "_global_" else package))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
 
 def schema_keys() -> list[str]:
@@ -131,7 +160,10 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
     store_configs()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        composed = compose(config_name="train", overrides=overrides)
+        composed = compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    with open_dict(composed):
+        choices = OmegaConf.to_container(composed.pop("hydra").runtime.choices)
+    check_file_bools(choices)
     unknown = sorted(set(_leaf_keys(OmegaConf.to_container(composed))) - set(schema_keys()))
     if unknown:
         raise ValueError(unknown_key_message(unknown[0]))

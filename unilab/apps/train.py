@@ -114,17 +114,19 @@ _PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
 
 def check_file_bools(choices: dict[str, str | None]) -> None:
     """``check_bools`` for the config files a composition chose (Hydra's ``choices``: group -> option), as they are
-    written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file's
-    keys go under its group (the task's tuning file under ``algo``) unless its ``# @package`` header says else."""
-    files = [(CONFIG_DIR / group / f"{option}.yaml", group) for group, option in choices.items() if option]
-    task, algo = choices.get("task"), choices.get("algo")
-    if task and algo and algo in get_task(task).tuning:
-        files.append((Path(get_task(task).tuning[algo]), "algo"))
-    for path, package in files:
+    written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file of
+    the config directory puts its keys under its group unless its ``# @package`` header says else; the task's
+    tuning file puts them under ``algo``, where ``store_configs`` stores it."""
+    # (file, where its keys go, whether a ``# @package`` header in it decides that instead)
+    files = [(CONFIG_DIR / group / f"{option}.yaml", group, True) for group, option in choices.items() if option]
+    tuning = get_task(choices["task"]).tuning.get(choices["algo"]) if choices.get("task") else None
+    if tuning is not None:
+        files.append((Path(tuning), "algo", False))
+    for path, package, by_header in files:
         if not path.is_file():  # the schema, or a group this project keeps in the ConfigStore
             continue
         text = path.read_text()
-        header = _PACKAGE_HEADER.search(text)
+        header = _PACKAGE_HEADER.search(text) if by_header else None
         package = header.group(1) if header else package
         node = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
         try:

@@ -288,6 +288,52 @@ def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_t
     assert done.stdout.split() == ["True", "True", "True"]
 
 
+def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load() -> None:
+    """In a fresh process: once ``begin_kernel_build`` has run (the next physics call waits for it), a step of
+    two worlds loads no Warp module that was not loaded before it; without the build the same step loads the
+    solver's per-model modules. The build steps one scratch world, so this also checks that those kernels do not
+    depend on the number of worlds."""
+    code = (
+        "import sys, torch\n"
+        "from warp._src.context import user_modules\n"
+        "from unilab.robots import g1\n"
+        "from unilab.sim import make_backend, mjwarp\n"
+        "sim = make_backend('mjwarp', g1.load_model(), 2, device='cpu')\n"
+        "state = sim.initial_state()\n"
+        "if sys.argv[1] == 'build':\n"
+        "    sim.begin_kernel_build()\n"
+        "    mjwarp._wait_for_builds()\n"
+        "loaded = lambda: {(name, key) for name, module in user_modules.items() for key in module.execs}\n"
+        "before = loaded()\n"
+        "sim.step_(state, torch.zeros(2, sim.model.nu))\n"
+        "print(len(loaded() - before))\n"
+    )
+    new_loads = {
+        mode: int(
+            subprocess.run(
+                [sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=600, check=True
+            ).stdout.split()[-1]
+        )
+        for mode in ("build", "lazy")
+    }
+    assert new_loads["build"] == 0
+    assert new_loads["lazy"] > 0
+
+
+def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
+    state = backend.initial_state()
+
+    def broken() -> None:
+        raise RuntimeError("the scratch step failed")
+
+    monkeypatch.setattr(backend, "_step_scratch", broken)
+    backend.begin_kernel_build()
+    with pytest.raises(RuntimeError, match="the scratch step failed"):
+        backend.step_(state, torch.zeros(1, backend.model.nu))
+    backend.step_(state, torch.zeros(1, backend.model.nu))  # raised once; the backend still steps
+
+
 # -- per-world model parameters and per-substep targets ------------------------------------------------------
 
 

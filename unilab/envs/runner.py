@@ -57,6 +57,7 @@ class EnvRunner:
         if compile:
             # tensordict picks TensorDict.clone's implementation by an import on first use, which dynamo won't trace.
             self.state["obs"].clone()
+            env.sim.begin_kernel_build()  # beside the tracing of the first call, which makes no physics calls
         can_capture = env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         if capture and not can_capture:
             raise ValueError(f"cannot capture a CUDA graph on {env.device} with the {env.sim.name} backend")

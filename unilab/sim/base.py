@@ -260,6 +260,12 @@ class SimBackend(ABC):
         state["time"].masked_fill_(mask, 0.0)
         self._forward(state, mask)
 
+    def begin_kernel_build(self) -> None:
+        """Start building, beside the caller, kernels that the first step would otherwise build; the next physics
+        call waits for it. For a caller about to do host work that makes no physics calls (tracing a compiled
+        step), so the two overlap. Nothing to build by default."""
+        return
+
     @abstractmethod
     def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
         """``step_`` after its checks; ``ctrl`` is contiguous."""

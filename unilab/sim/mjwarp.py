@@ -19,8 +19,9 @@ import functools
 import os
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import mujoco
@@ -44,7 +45,7 @@ _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 # first launched, so a fresh step compiles them one after another; five of them (forward, smooth, sensor, passive,
 # derivative) took 25 of 40 s on a 2-core CPU. Loaded side by side before the first step, they cost about the
 # largest one instead of their sum, and a cached module only loads. Kernels that mujoco_warp builds per model
-# during a step live in modules of their own and still compile when first launched.
+# during a step live in modules of their own: ``begin_kernel_build`` builds those.
 STEP_MODULES = tuple(
     f"mujoco_warp._src.{name}"
     for name in ("forward", "smooth", "sensor", "passive", "derivative", "solver", "support", "constraint")
@@ -84,6 +85,50 @@ def preload_step_modules(device: str) -> None:
     wp.force_load(device=device, modules=modules, max_workers=min(len(modules), os.cpu_count() or 1))
 
 
+class _Build:
+    """``work`` run once on a daemon thread (an interpreter exiting mid-build does not wait for a compile);
+    ``wait`` joins it and raises what it raised."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="mjwarp-kernel-build", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as error:  # handed to the thread that waits
+            self._error = error
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+# Kernel builds running beside the caller, of any backend: Warp's current device and stream are process-wide
+# settings, so no Warp work may start while one runs.
+_BUILDS: list[_Build] = []
+
+
+def _wait_for_builds() -> None:
+    while _BUILDS:
+        _BUILDS.pop(0).wait()
+
+
+def _refresh(m: mjw.Model, d: mjw.Data) -> None:
+    """Bring poses, velocities and sensors up to the current qpos/qvel.
+
+    ``mjw.step`` leaves them at the start of its last substep; tasks observe the state the policy acts from, so
+    the position and velocity stages are recomputed.
+    """
+    mjw.kinematics(m, d)
+    mjw.com_pos(m, d)
+    mjw.sensor_pos(m, d)
+    mjw.com_vel(m, d)
+    mjw.sensor_vel(m, d)
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -98,6 +143,7 @@ class MjWarpBackend(SimBackend):
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
         super().__init__(model, num_worlds, device, config)
+        _wait_for_builds()
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
         _init_warp()
         self._wp_device = _warp_device(device)
@@ -126,6 +172,30 @@ class MjWarpBackend(SimBackend):
         self._overflow = torch.zeros(2, dtype=torch.int64, device=device)
         self._njmax = config.njmax
         self._naconmax = d.naconmax
+
+    def begin_kernel_build(self) -> None:
+        """Build, on a thread beside the caller, the solver kernels that mujoco_warp makes for this model's sizes
+        the first time a step launches them; the next call that steps, resets or builds a backend waits for it.
+
+        mujoco_warp creates these kernels inside the step, so they cannot be preloaded by name like
+        ``STEP_MODULES``: the thread steps a one-world scratch ``mjw.Data`` of this model once, on a Warp stream of
+        its own, which creates and compiles them (on an H200, with an empty cache, the solver's three Cholesky
+        kernels alone took 27 s, one after another). Warp compiles outside the GIL, so this overlaps host work
+        that makes no physics calls, such as tracing a compiled env step. The kernels depend on the model's sizes
+        and solver settings, not on the number of worlds, so the real step then builds none.
+        """
+        _wait_for_builds()
+        _BUILDS.append(_Build(self._step_scratch))
+
+    def _step_scratch(self) -> None:
+        with wp.ScopedDevice(self._wp_device):
+            stream = wp.Stream(self._wp_device) if self.device.type == "cuda" else None
+            with wp.ScopedStream(stream):
+                d = mjw.make_data(self.model, nworld=1, nconmax=self.config.nconmax, njmax=self.config.njmax)
+                mjw.step(self._m, d)
+                _refresh(self._m, d)
+                if stream is not None:  # the scratch arrays are freed on return
+                    wp.synchronize_stream(stream)
 
     @contextmanager
     def _on_torch_stream(self) -> Iterator[None]:
@@ -172,18 +242,6 @@ class MjWarpBackend(SimBackend):
             for name, array in own.items():
                 setattr(d, name, array)
 
-    def _refresh(self) -> None:
-        """Bring poses, velocities and sensors up to the current qpos/qvel.
-
-        ``mjw.step`` leaves them at the start of its last substep; tasks observe the state
-        the policy acts from, so the position and velocity stages are recomputed.
-        """
-        mjw.kinematics(self._m, self._d)
-        mjw.com_pos(self._m, self._d)
-        mjw.sensor_pos(self._m, self._d)
-        mjw.com_vel(self._m, self._d)
-        mjw.sensor_vel(self._m, self._d)
-
     def _write_gains(self, state: SimState) -> None:
         # A MuJoCo <position> actuator computes gain*ctrl + bias0 + bias1*q + bias2*qdot.
         kp, kv = state["actuator_kp"], state["actuator_kv"]
@@ -204,6 +262,7 @@ class MjWarpBackend(SimBackend):
             self._model_views["body_subtreemass"].copy_(state["body_mass"].double() @ self._subtree)
 
     def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
+        _wait_for_builds()
         self._write_gains(state)
         self._write_params(state)
         fields = {name: state[name] for name in CARRIED + DERIVED}
@@ -215,13 +274,14 @@ class MjWarpBackend(SimBackend):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
-            self._refresh()
+            _refresh(self._m, self._d)
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
         # Recomputing every world is cheaper than selecting some, and gives the others the values they had.
+        _wait_for_builds()
         self._write_params(state)  # centres of mass and masses place xipos and subtree_com
         with self._bound({name: state[name] for name in ("qpos", "qvel", *DERIVED)}), self._on_torch_stream():
-            self._refresh()
+            _refresh(self._m, self._d)
 
     def overflow_tensor(self) -> torch.Tensor:
         return self._overflow

@@ -271,6 +271,9 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
     with pytest.raises(SystemExit):
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "tpu"])
     assert "--device 'tpu' is not a torch device" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the default --sim, mujoco, holds its worlds on the CPU only
+        main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "meta"])
+    assert "the mujoco backend runs on the CPU, not on meta" in capsys.readouterr().err
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):
             main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "cuda"])

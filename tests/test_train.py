@@ -223,6 +223,8 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("+algo.num_env=4", "unknown key algo.num_env; did you mean algo.num_envs?"),
         ("training.log_dr=x", "did you mean training.log_dir?"),
         ("training.device=tpu", "training.device='tpu' is not a torch device"),
+        ("training.device=meta", "the mujoco backend runs on the CPU, not on meta; use sim='mjwarp' for GPUs"),
+        ("sim=mjwarp training.device=meta", "the mjwarp backend runs on a CUDA device or on the CPU, not on meta"),
         ("task.episode_length_s=0", "task.episode_length_s must be > 0, got 0.0"),
         ("task.episode_length_s=-2", "task.episode_length_s must be > 0, got -2.0"),
         ("task.episode_length_s=0.001", "an episode of 0.001 s is shorter than one control step (0.02 s)"),

@@ -21,7 +21,7 @@ from pathlib import Path
 import mujoco
 import torch
 
-from unilab.apps.cli import ArgumentParser, check_device
+from unilab.apps.cli import ArgumentParser, resolve_sim_device
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if args.device is not None:
-        check_device(parser.prog, args.device)
+        resolve_sim_device(parser.prog, sim, args.device)
     if args.bench in ("env", "drift"):
         from unilab.tasks.registry import list_tasks
 

@@ -95,6 +95,19 @@ def check_device(prog: str, device: str) -> None:
         fail(prog, f"--device {device} but CUDA is not available on this machine")
 
 
+def resolve_sim_device(prog: str, sim: str, device: str | None) -> str:
+    """``--device``, by default where ``sim`` runs here (``unilab.sim.backend_device``); refused in one line if
+    it is not a torch device, is a CUDA device this machine lacks, or is one ``sim`` cannot hold its worlds on."""
+    from unilab.sim import backend_device
+
+    if device is not None:
+        check_device(prog, device)
+    try:
+        return str(backend_device(sim, device))
+    except ValueError as exc:
+        fail(prog, str(exc))
+
+
 def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None) -> None:
     """Make sure ``path`` can take a command's output before the command works for it: a directory (``suffix``
     None) that exists or can be made, or a file ending in ``suffix`` whose directory exists or can be made.

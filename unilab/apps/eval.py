@@ -30,7 +30,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.cli import ArgumentParser, check_device, check_output, check_rollout_args, fail
+from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail, resolve_sim_device
 from unilab.apps.resources import InsufficientMemoryError, check_fits
 from unilab.apps.run_dir import write_json_atomic
 from unilab.core.rng import make_rng
@@ -492,8 +492,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
         fail(parser.prog, f"--episode-s must be a finite number > 0, got {args.episode_s}")
-    device = args.device or ("cuda" if args.sim == "mjwarp" and torch.cuda.is_available() else "cpu")
-    check_device(parser.prog, device)
+    device = resolve_sim_device(parser.prog, args.sim, args.device)
     check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     suites = list(SUITES) if "all" in args.suite else list(dict.fromkeys(args.suite))

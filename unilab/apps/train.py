@@ -67,7 +67,7 @@ from unilab.apps.startup import StartupClock, process_age_s
 from unilab.apps.watchdog import StallWatchdog
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
-from unilab.sim import BACKENDS, default_backend
+from unilab.sim import BACKENDS, backend_device, default_backend
 from unilab.tasks.registry import get_task, list_tasks, make_functional_env, override_names
 
 # The process's age once everything above is imported: the first start-up phase a user waits through.
@@ -195,15 +195,18 @@ def check_task_keys(cfg: TrainConfig) -> None:
 
 def resolve_device(cfg: TrainConfig, world: World) -> str:
     """``training.device``, else cuda for mjwarp when CUDA is available, else cpu; a CUDA device this machine
-    lacks is refused here, before any work, rather than by an assertion deep inside torch. Under torchrun each
-    rank takes its own GPU, cuda:LOCAL_RANK."""
-    device = cfg.training.device or ("cuda" if cfg.sim.name == "mjwarp" and torch.cuda.is_available() else "cpu")
-    try:
-        parsed = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"training.device={device} but CUDA is not available on this machine")
+    lacks, or a device the backend cannot hold its worlds on, is refused here, before any work, rather than by an
+    assertion deep inside torch or the env build. Under torchrun each rank takes its own GPU, cuda:LOCAL_RANK."""
+    device = cfg.training.device
+    if device is not None:
+        try:
+            parsed = torch.device(device)
+        except RuntimeError as exc:
+            raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
+        if parsed.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"training.device={device} but CUDA is not available on this machine")
+    parsed = backend_device(cfg.sim.name, device)  # refuses a device the backend cannot hold its worlds on
+    device = str(parsed)
     if parsed.type != "cuda" or world.size == 1:
         return device
     if parsed.index is not None:

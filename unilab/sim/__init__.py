@@ -20,6 +20,8 @@ from unilab.sim.base import (
 )
 
 BACKENDS = ("mjwarp", "mujoco")
+# Where each backend can hold its worlds: the device types, and how an error message names them.
+_DEVICES = {"mjwarp": (("cuda", "cpu"), "a CUDA device or on the CPU"), "mujoco": (("cpu",), "the CPU")}
 
 __all__ = [
     "BACKENDS",
@@ -46,10 +48,16 @@ def default_backend() -> str:
 
 def backend_device(name: str, device: str | torch.device | None = None) -> torch.device:
     """Where ``make_backend(name, ..., device)`` puts its worlds: ``device``, by default CUDA for mjwarp when
-    available, else the CPU."""
+    available, else the CPU. ``ValueError`` for a device of a type the backend cannot hold its worlds on, so a
+    command can refuse it before any work."""
     if device is None:
         device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
-    return torch.device(device)
+    resolved = torch.device(device)
+    types, where = _DEVICES[name]
+    if resolved.type not in types:
+        hint = "; use sim='mjwarp' for GPUs" if name == "mujoco" else ""
+        raise ValueError(f"the {name} backend runs on {where}, not on {resolved}{hint}")
+    return resolved
 
 
 def load_model(path: str | Path, config: SimConfig | None = None) -> mujoco.MjModel:

@@ -129,14 +129,6 @@ def _refresh(m: mjw.Model, d: mjw.Data) -> None:
     mjw.sensor_vel(m, d)
 
 
-def _warp_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
-    if device.type == "cpu":
-        return "cpu"
-    raise ValueError(f"mjwarp runs on a CUDA device or on the CPU, not on {device}")
-
-
 class MjWarpBackend(SimBackend):
     name = "mjwarp"
     capabilities = Capabilities(device_resident=True, graph_capturable=True)
@@ -146,7 +138,7 @@ class MjWarpBackend(SimBackend):
         _wait_for_builds()
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
         _init_warp()
-        self._wp_device = _warp_device(device)
+        self._wp_device = str(device)  # cpu, or cuda:N: make_backend resolves the index
         if device.type == "cpu":
             _note_cpu_kernels()
         per_world = _GAIN_FIELDS + tuple(field for name in self.params for field in _PARAM_FIELDS[name])

@@ -43,8 +43,6 @@ class MujocoBackend(SimBackend):
         config: SimConfig,
         num_threads: int | None = None,
     ) -> None:
-        if device.type != "cpu":
-            raise ValueError(f"the mujoco backend runs on the CPU, not on {device}; use sim='mjwarp' for GPUs")
         super().__init__(model, num_worlds, device, config)
         threads = max(1, min(num_threads or os.cpu_count() or 1, num_worlds))
         bounds = np.linspace(0, num_worlds, threads + 1).astype(int)

@@ -288,7 +288,8 @@ def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_t
     assert done.stdout.split() == ["True", "True", "True"]
 
 
-def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load() -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load(device: str) -> None:
     """In a fresh process: once ``begin_kernel_build`` has run (the next physics call waits for it), a step of
     two worlds loads no Warp module that was not loaded before it; without the build the same step loads the
     solver's per-model modules. The build steps one scratch world, so this also checks that those kernels do not
@@ -298,26 +299,41 @@ def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load() -> None:
         "from warp._src.context import user_modules\n"
         "from unilab.robots import g1\n"
         "from unilab.sim import make_backend, mjwarp\n"
-        "sim = make_backend('mjwarp', g1.load_model(), 2, device='cpu')\n"
+        "sim = make_backend('mjwarp', g1.load_model(), 2, device=sys.argv[2])\n"
         "state = sim.initial_state()\n"
         "if sys.argv[1] == 'build':\n"
         "    sim.begin_kernel_build()\n"
         "    mjwarp._wait_for_builds()\n"
         "loaded = lambda: {(name, key) for name, module in user_modules.items() for key in module.execs}\n"
         "before = loaded()\n"
-        "sim.step_(state, torch.zeros(2, sim.model.nu))\n"
+        "sim.step_(state, torch.zeros(2, sim.model.nu, device=sys.argv[2]))\n"
         "print(len(loaded() - before))\n"
     )
     new_loads = {
         mode: int(
             subprocess.run(
-                [sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=600, check=True
+                [sys.executable, "-c", code, mode, device], capture_output=True, text=True, timeout=600, check=True
             ).stdout.split()[-1]
         )
         for mode in ("build", "lazy")
     }
     assert new_loads["build"] == 0
     assert new_loads["lazy"] > 0
+
+
+def test_a_kernel_build_leaves_the_backend_stepping_as_before() -> None:
+    """The scratch step writes only its own ``mjw.Data``: a backend that ran a build steps bit for bit like one
+    that did not (C MuJoCo's kernels on Warp's CPU device are deterministic)."""
+    trajectories = []
+    for build in (True, False):
+        backend = make_backend("mjwarp", g1.load_model(), NUM_WORLDS, device="cpu")
+        state = start(backend, NUM_WORLDS)
+        if build:
+            backend.begin_kernel_build()
+        for k in range(3):
+            backend.step_(state, pd_targets(backend, k, NUM_WORLDS))
+        trajectories.append((state["qpos"].clone(), state["qvel"].clone()))
+    torch.testing.assert_close(trajectories[0], trajectories[1], atol=0, rtol=0)
 
 
 def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -94,10 +94,17 @@ def get_task(name: str) -> Task:
     return tasks[name]
 
 
+def _override_kinds(name: str) -> tuple[set[str], set[str]]:
+    """The two kinds of override ``make_task(name, ...)`` takes: its factory's arguments, and the ``TaskConfig``
+    fields."""
+    arguments = set(inspect.signature(get_task(name).make_config).parameters)
+    return arguments, {f.name for f in dataclasses.fields(TaskConfig)}
+
+
 def override_names(name: str) -> set[str]:
     """The overrides ``make_task(name, ...)`` takes: its factory's arguments and the ``TaskConfig`` fields."""
-    factory = get_task(name).make_config
-    return set(inspect.signature(factory).parameters) | {f.name for f in dataclasses.fields(TaskConfig)}
+    accepted, fields = _override_kinds(name)
+    return accepted | fields
 
 
 def make_task(name: str, **overrides: Any) -> TaskConfig:
@@ -106,18 +113,16 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
     ``overrides`` the task factory takes (e.g. ``motion_file``) shape how the task is built;
     the rest replace fields of the built ``TaskConfig``.
     """
-    factory = get_task(name).make_config
-    accepted = set(inspect.signature(factory).parameters)
+    accepted, fields = _override_kinds(name)
     build = {k: v for k, v in overrides.items() if k in accepted}
     replace = {k: v for k, v in overrides.items() if k not in accepted}
-    fields = {f.name for f in dataclasses.fields(TaskConfig)}
-    unknown = sorted(set(overrides) - override_names(name))
+    unknown = sorted(set(replace) - fields)
     if unknown:
         raise ValueError(
             f"unknown override(s) {unknown} for task {name!r}; TaskConfig fields: {sorted(fields)}, "
             f"task arguments: {sorted(accepted)}"
         )
-    return dataclasses.replace(factory(**build), **replace)
+    return dataclasses.replace(get_task(name).make_config(**build), **replace)
 
 
 def make_functional_env(

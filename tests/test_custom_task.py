@@ -13,8 +13,8 @@ from torchrl.envs.utils import check_env_specs
 
 import unilab
 from unilab.apps.train import compose_config, run
+from unilab.context import EnvContext
 from unilab.envs.config import TaskConfig
-from unilab.managers.context import EnvContext
 from unilab.managers.terms import ActionTerm, EventTerm, ObsTerm, RewardTerm, TerminationTerm
 from unilab.mdp import actions, events, observations, rewards, terminations
 from unilab.robots import g1

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from unilab.context import apply_updates
 from unilab.core.rng import advance, make_rng
-from unilab.managers.managers import apply_updates
 from unilab.motion import DEFAULT_MOTION, MotionFileError, load_motions, motion_files
 from unilab.motion import loader as motion_loader
 from unilab.tasks.g1_motion_tracking import terms as tracking

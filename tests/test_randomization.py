@@ -10,10 +10,11 @@ import itertools
 import pytest
 import torch
 
+from unilab.context import ACTION_DELAY
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.randomization import Randomization, randomize
-from unilab.managers.terms import ACTION_DELAY, EventTerm
+from unilab.managers.terms import EventTerm
 from unilab.mdp import events, randomization
 from unilab.robots import g1
 from unilab.sim import SimConfig

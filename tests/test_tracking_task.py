@@ -7,8 +7,8 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from unilab import make_env
+from unilab.context import apply_updates
 from unilab.core.rng import advance, make_rng
-from unilab.managers.managers import apply_updates
 from unilab.motion import DEFAULT_MOTION, MotionFileError
 from unilab.tasks.g1_motion_tracking import terms as tracking
 from unilab.tasks.registry import make_functional_env, make_task

@@ -24,6 +24,14 @@ if _gl is not None:
 
 __version__ = "0.1.0"
 
-from unilab.tasks.registry import list_tasks, make_env, register_task  # noqa: E402  (after the GL choice, on purpose)
-
 __all__ = ["list_tasks", "make_env", "register_task"]
+
+
+def __getattr__(name: str) -> object:
+    """The task registry on first use: importing it loads torchrl, mujoco and every task, which ``import
+    unilab.core`` (or a command's ``--help``) has no need for."""
+    if name in __all__:
+        from unilab.tasks import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

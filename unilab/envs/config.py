@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from unilab.managers.context import RobotConfig
+from unilab.context import RobotConfig, StateKey
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -18,7 +18,6 @@ from unilab.managers.terms import (
     EventTerm,
     ObsTerm,
     RewardTerm,
-    StateKey,
     TerminationTerm,
 )
 from unilab.sim import SimConfig

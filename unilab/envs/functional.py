@@ -22,10 +22,10 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import Composite, Unbounded
 
+from unilab.context import ACTION_DELAY, EnvContext, apply_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec, Mirror
 from unilab.envs.config import TaskConfig, place_on_device
-from unilab.managers.context import EnvContext
 from unilab.managers.managers import (
     CommandManager,
     CurriculumManager,
@@ -33,10 +33,8 @@ from unilab.managers.managers import (
     ObservationManager,
     RewardManager,
     TerminationManager,
-    apply_updates,
     observation_term_dims,
 )
-from unilab.managers.terms import ACTION_DELAY
 from unilab.sim import ops
 from unilab.sim.base import SimBackend
 

@@ -11,8 +11,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from unilab.context import ACTION_DELAY
 from unilab.envs.config import TaskConfig
-from unilab.managers.terms import ACTION_DELAY, EventTerm
+from unilab.managers.terms import EventTerm
 from unilab.mdp import events, randomization
 from unilab.sim import MODEL_PARAMS, load_model
 

@@ -15,31 +15,17 @@ from collections.abc import Mapping
 import torch
 from tensordict import TensorDict
 
+from unilab.context import EnvContext, StateKey, apply_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import Mirror
-from unilab.managers.context import EnvContext
 from unilab.managers.terms import (
     CommandTerm,
     CurriculumTerm,
     EventTerm,
     ObsTerm,
     RewardTerm,
-    StateKey,
     TerminationTerm,
 )
-
-Updates = dict[StateKey, torch.Tensor]
-
-
-def apply_updates(state: TensorDict, updates: Updates, mask: torch.Tensor | None = None) -> TensorDict:
-    """A shallow copy of ``state`` with ``updates`` in place of its entries (only in ``mask`` rows)."""
-    out = state.clone(False)
-    for key, value in updates.items():
-        if mask is not None:
-            old = state.get(key)
-            value = torch.where(mask.view(-1, *([1] * (old.dim() - 1))), value, old)
-        out.set(key, value)
-    return out
 
 
 def observation_term_dims(

@@ -16,11 +16,6 @@ import torch
 from unilab.core.spec import Mirror
 
 TermFn = Callable[..., Any]
-StateKey = tuple[str, ...]
-
-ACTION_DELAY = "action_delay"
-"""Actuation latency, in physics substeps: where the state holds ``("env", ACTION_DELAY)`` (an event declares
-it), the first that-many substeps of each control step still apply the previous action's targets."""
 
 
 @dataclass(frozen=True)

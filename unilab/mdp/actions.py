@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from unilab.managers.context import EnvContext
+from unilab.context import EnvContext
 
 
 def joint_position_offsets(action: torch.Tensor, ctx: EnvContext, scale: float) -> torch.Tensor:

@@ -7,8 +7,8 @@ import math
 import torch
 from tensordict import TensorDict
 
+from unilab.context import EnvContext
 from unilab.core.rng import uniform
-from unilab.managers.context import EnvContext
 
 
 def uniform_velocity(

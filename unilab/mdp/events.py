@@ -11,9 +11,9 @@ import math
 import torch
 from tensordict import TensorDict
 
+from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
-from unilab.managers.context import EnvContext
 
 
 def reset_to_default_pose(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
+from unilab.context import EnvContext
 from unilab.core.math import quat_rotate_inverse
-from unilab.managers.context import EnvContext
 
 
 def sensor(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:

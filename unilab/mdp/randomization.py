@@ -14,9 +14,8 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
+from unilab.context import ACTION_DELAY, EnvContext
 from unilab.core.rng import uniform
-from unilab.managers.context import EnvContext
-from unilab.managers.terms import ACTION_DELAY
 
 
 def _one_hot(ctx: EnvContext, body: str) -> torch.Tensor:

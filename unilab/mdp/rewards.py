@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from unilab.managers.context import EnvContext
+from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
 
 

@@ -14,7 +14,7 @@ import mujoco
 
 from unilab import sim
 from unilab.assets import G1_FLAT_SCENE
-from unilab.managers.context import RobotConfig
+from unilab.context import RobotConfig
 from unilab.sim import SimConfig
 
 JOINT_NAMES: tuple[str, ...] = (
@@ -158,7 +158,6 @@ MIRROR_JOINT_SIGN: tuple[float, ...] = tuple(-1.0 if ("roll" in j or "yaw" in j)
 """Roll and yaw axes flip under the sagittal mirror; pitch axes do not."""
 
 TORSO_BODY = "torso_link"
-PELVIS_BODY = "pelvis"
 FOOT_SITES: tuple[str, str] = ("left_foot", "right_foot")
 
 SENSORS: dict[str, int] = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
+from unilab.context import EnvContext
 from unilab.core.math import (
     gravity_z,
     quat_angle_sq,
@@ -28,7 +29,6 @@ from unilab.core.math import (
     yaw_quat,
 )
 from unilab.core.rng import uniform
-from unilab.managers.context import EnvContext
 from unilab.motion import MotionClips
 
 ROOT_BODY = 1  # pelvis: the free-joint body, whose pose and velocity are the reference's root

@@ -1,15 +1,40 @@
-"""Static facts an env's terms read: sizes, indices and robot constants as device tensors.
+"""What terms and managers share: the robot config, the env's static facts, and how a state is updated.
 
-Built once from the compiled model and the task's robot config, so terms look up bodies,
-sites and sensors by name at build time and index tensors at run time.
+Term functions (``unilab.mdp``) and the managers that compose them (``unilab.managers``) both read an
+``EnvContext`` and return ``Updates``; neither needs the other, so both sit on this module rather than one on the
+other. The context is built once from the compiled model and the task's robot config, so terms look up bodies and
+sensors by name at build time and index tensors at run time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import mujoco
 import torch
+from tensordict import TensorDict
+
+if TYPE_CHECKING:
+    import mujoco
+
+StateKey = tuple[str, ...]
+Updates = dict[StateKey, torch.Tensor]
+
+ACTION_DELAY = "action_delay"
+"""Actuation latency, in physics substeps: where the state holds ``("env", ACTION_DELAY)`` (an event declares
+it), the first that-many substeps of each control step still apply the previous action's targets."""
+
+
+def apply_updates(state: TensorDict, updates: Updates, mask: torch.Tensor | None = None) -> TensorDict:
+    """A shallow copy of ``state`` with ``updates`` in place of its entries (only in ``mask`` rows): the one way a
+    term's result enters the state, so the input state is never changed."""
+    out = state.clone(False)
+    for key, value in updates.items():
+        if mask is not None:
+            old = state.get(key)
+            value = torch.where(mask.view(-1, *([1] * (old.dim() - 1))), value, old)
+        out.set(key, value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -55,7 +80,6 @@ class EnvContext:
     default_body_ipos: torch.Tensor
     default_body_inertia: torch.Tensor
     body_ids: dict[str, int]
-    site_ids: dict[str, int]
     sensor_slices: dict[str, slice]
 
     def sensor(self, sensordata: torch.Tensor, name: str) -> torch.Tensor:
@@ -92,7 +116,6 @@ class EnvContext:
             default_body_ipos=t(model.body_ipos),
             default_body_inertia=t(model.body_inertia),
             body_ids={model.body(i).name: i for i in range(model.nbody)},
-            site_ids={model.site(i).name: i for i in range(model.nsite)},
             sensor_slices={
                 model.sensor(i).name: slice(int(model.sensor_adr[i]), int(model.sensor_adr[i] + model.sensor_dim[i]))
                 for i in range(model.nsensor)

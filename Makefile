@@ -29,6 +29,7 @@ check: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_sizes.py
 
 format: setup
 	$(VENV)/bin/ruff check --fix .

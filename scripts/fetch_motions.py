@@ -28,7 +28,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from unilab.apps.cli import ArgumentParser, check_output
+from unilab.apps.args import ArgumentParser, check_output
 from unilab.motion import load_motions
 from unilab.motion.reference import save_clip
 from unilab.robots import g1

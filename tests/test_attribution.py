@@ -24,7 +24,7 @@ from unilab.apps.attribution import (
     warp_kernel_stages,
 )
 from unilab.apps.bench import main as bench_main
-from unilab.apps.train import compose_config
+from unilab.apps.compose import compose_config
 from unilab.tasks.registry import make_functional_env
 
 WARP_STAGES = {"_solve_done__locals__kernel_0f0f0f0f_cuda_kernel_forward": "physics: solver"}

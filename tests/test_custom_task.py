@@ -12,7 +12,8 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 import unilab
-from unilab.apps.train import compose_config, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import run
 from unilab.context import EnvContext
 from unilab.envs.config import TaskConfig
 from unilab.managers.terms import ActionTerm, EventTerm, ObsTerm, RewardTerm, TerminationTerm

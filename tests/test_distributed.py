@@ -24,7 +24,7 @@ from tests.test_train import TINY
 from torchrl_ext.distributed import World, digest
 from torchrl_ext.seeding import derive_seed, rank_seed
 from torchrl_ext.trainer import OffPolicyTrainer
-from unilab.apps.train import compose_config, task_overrides
+from unilab.apps.compose import compose_config, task_overrides
 from unilab.tasks.registry import make_functional_env
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ from test_motion_library import write_library
 
 from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
 from unilab.apps.eval import SUMMARY_NAME, format_table, main, rollout, score
-from unilab.apps.train import compose_config, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import run
 from unilab.tasks.registry import make_functional_env
 
 SLICES = {"a_start": (0, 51, 0.0), "b_squat": (200, 241, 1.5), "c_arms": (350, 381, -0.7)}

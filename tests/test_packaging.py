@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 import unilab
-from unilab.apps.train import CONFIG_DIR
+from unilab.apps.compose import CONFIG_DIR
 
 PACKAGE_ROOT = Path(unilab.__file__).resolve().parent
 PYPROJECT = PACKAGE_ROOT.parent / "pyproject.toml"

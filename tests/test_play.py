@@ -13,8 +13,10 @@ import torch
 
 from tests.test_train import TINY
 from unilab.apps import curves, play
+from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.apps.eval import main as eval_main
-from unilab.apps.train import compose_config, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import run
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
 
@@ -105,14 +107,14 @@ def test_play_from_checkpoint_writes_video_and_still(tiny_run: Path, tmp_path: P
             str(still),
         ]
     )
-    assert path == tmp_path / play.VIDEO_NAME and path.stat().st_size > 0
+    assert path == tmp_path / VIDEO_FILENAME and path.stat().st_size > 0
     assert read_frames(path)[0].shape == (H, W, 3)
     assert mpimg.imread(still).shape[:2] == (H, W)
 
 
 def test_play_from_onnx_defaults_beside_the_policy(tiny_run: Path) -> None:
     path = play.play(None, tiny_run / "policy.onnx", seconds=0.06, num_envs=1, width=W, height=H)
-    assert path == tiny_run / play.VIDEO_NAME and path.stat().st_size > 0
+    assert path == tiny_run / VIDEO_FILENAME and path.stat().st_size > 0
 
 
 def test_an_exported_policy_carries_what_a_deployment_needs(tiny_run: Path, tmp_path: Path) -> None:
@@ -180,7 +182,7 @@ def test_a_video_longer_than_play_renders_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.splitlines()) == 1
     assert "--seconds must be at most 600 (every frame is rendered), got 1e+09" in err
-    with pytest.raises(play.EvalError, match=r"seconds must be in \(0, 600\], got 601"):
+    with pytest.raises(play.InputError, match=r"seconds must be in \(0, 600\], got 601"):
         play.play(checkpoint, None, seconds=601)
 
 

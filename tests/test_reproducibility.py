@@ -10,7 +10,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.test_train import TINY
-from unilab.apps.train import compose_config, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import run
 
 # The shared tiny sizes, with a checkpoint every 6 iterations and a log point every 3.
 SIZES = [

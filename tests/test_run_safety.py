@@ -22,7 +22,8 @@ from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
 from unilab.apps.run_dir import RunLock
-from unilab.apps.train import compose_config, main, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import main, run
 from unilab.motion import DEFAULT_MOTION
 
 REPO = Path(__file__).resolve().parents[1]

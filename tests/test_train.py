@@ -12,7 +12,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from unilab.apps.train import compose_config, main, run
+from unilab.apps.compose import compose_config
+from unilab.apps.train import main, run
 
 TINY = [
     "algo.num_envs=4",
@@ -48,7 +49,7 @@ def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
 def test_start_up_opens_with_the_imports_then_the_config() -> None:
     """The time before ``prepare`` splits at the moment the command's modules were imported."""
     from unilab.apps.startup import StartupClock, process_age_s
-    from unilab.apps.train import IMPORTED_AFTER_S
+    from unilab.apps.training_run import IMPORTED_AFTER_S
 
     assert 0 < IMPORTED_AFTER_S <= process_age_s()
     clock = StartupClock(imported_after_s=0.25)
@@ -281,7 +282,7 @@ def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_th
 ) -> None:
     import shutil
 
-    from unilab.apps import train as train_app
+    from unilab.apps import compose as compose_app
     from unilab.tasks import registry
 
     # A task's tuning file: its keys go under algo (here by its header).
@@ -291,9 +292,9 @@ def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_th
     registry.register_task("g1_walk_tuned", registry.get_task("g1_walk_flat").make_config, tuning={"sac": tuning})
     # A preset of the config directory: its keys are global by its header.
     configs = tmp_path / "configs"
-    shutil.copytree(train_app.CONFIG_DIR, configs)
+    shutil.copytree(compose_app.CONFIG_DIR, configs)
     (configs / "experiment" / "loose.yaml").write_text("# @package _global_\ntraining:\n  no_play: 0\n")
-    monkeypatch.setattr(train_app, "CONFIG_DIR", configs)
+    monkeypatch.setattr(compose_app, "CONFIG_DIR", configs)
     cases = {
         "task=g1_walk_tuned": f"{tuning}: algo.use_symmetry must be true or false, got 2",
         "+experiment=loose": f"{configs / 'experiment' / 'loose.yaml'}: training.no_play must be true or false, got 0",
@@ -321,7 +322,7 @@ def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> 
 
 
 def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:
-    from unilab.apps.train import check_inputs
+    from unilab.apps.preflight import check_inputs
     from unilab.motion import DEFAULT_MOTION
 
     library = tmp_path / "clips"

@@ -1,7 +1,7 @@
 """``unilab bench profile``: where a training iteration's GPU time goes, graph by graph and kernel family by family.
 
-The trainer's iteration is three CUDA graphs (env step, replay write, update block). This builds a canonical
-workload's trainer, lets it record its graphs, then
+The trainer's iteration is three CUDA graphs (env step, replay write, update block). Once ``bench profile`` has
+built a canonical workload's trainer and let it record its graphs (``unilab.apps.bench.bench_profile``), this
 
 1. times each graph replayed on its own, and the iteration as training runs it (the env step beside the
    previous updates), with CUDA events;
@@ -283,50 +283,3 @@ def attribution_table(result: dict) -> str:
     if result.get("physics_alone_ms") is not None:
         lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
     return "\n".join(lines)
-
-
-def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
-    """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
-    from torchrl_ext.learners import UPDATE_PHASES
-    from torchrl_ext.trainer import OffPolicyTrainer
-    from unilab.apps.bench import CANONICAL_WORKLOADS, capture_replay, stand_ctrl, stand_state
-    from unilab.apps.train import compose_config, task_overrides
-    from unilab.tasks.registry import make_functional_env
-
-    if not torch.cuda.is_available():
-        raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")
-    flags = CANONICAL_WORKLOADS[workload]
-    algo, task = flags[flags.index("--algo") + 1], flags[flags.index("--task") + 1]
-    cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
-    env = make_functional_env(task, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
-    trainer = OffPolicyTrainer(env, cfg.algo)
-    while not trainer.ready:
-        trainer.collect()
-    for _ in range(3):  # the first records the replay-write and update graphs
-        trainer.collect()
-        trainer.update()
-
-    def iteration() -> None:
-        trainer.collect()
-        trainer.update()
-
-    graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
-    result = profile_graphs(graphs, iteration, replays)
-    # The update block once more, launched eagerly so that its host ranges exist: the same kernels, by phase.
-    rows = trainer.learner.minibatch * cfg.algo.updates_per_step
-    batch = trainer.storage[trainer.sample_indices(rows)]
-    trainer.learner.profile_phases = True
-    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
-    # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
-    sim = env.sim
-    state, ctrl = stand_state(sim, seed=0), stand_ctrl(sim)
-    physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
-    return {
-        "bench": "profile",
-        "workload": workload,
-        "num_envs": num_envs,
-        "replays": replays,
-        "graphs": result,
-        "update_phases": phases,
-        "physics_alone_ms": time_ms(physics, replays),
-    }

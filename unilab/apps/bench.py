@@ -15,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import mujoco
 import torch
 
-from unilab.apps.cli import ArgumentParser, resolve_sim_device
+from unilab.apps.args import ArgumentParser, resolve_sim_device
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
@@ -297,6 +297,53 @@ def summarize_train(rows: list[dict]) -> list[dict]:
     return out
 
 
+def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
+    """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
+    from torchrl_ext.learners import UPDATE_PHASES
+    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.apps.attribution import phase_profile, profile_graphs, time_ms
+    from unilab.apps.compose import compose_config, task_overrides
+    from unilab.tasks.registry import make_functional_env
+
+    if not torch.cuda.is_available():
+        raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")
+    flags = CANONICAL_WORKLOADS[workload]
+    algo, task = flags[flags.index("--algo") + 1], flags[flags.index("--task") + 1]
+    cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
+    env = make_functional_env(task, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
+    trainer = OffPolicyTrainer(env, cfg.algo)
+    while not trainer.ready:
+        trainer.collect()
+    for _ in range(3):  # the first records the replay-write and update graphs
+        trainer.collect()
+        trainer.update()
+
+    def iteration() -> None:
+        trainer.collect()
+        trainer.update()
+
+    graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
+    result = profile_graphs(graphs, iteration, replays)
+    # The update block once more, launched eagerly so that its host ranges exist: the same kernels, by phase.
+    rows = trainer.learner.minibatch * cfg.algo.updates_per_step
+    batch = trainer.storage[trainer.sample_indices(rows)]
+    trainer.learner.profile_phases = True
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
+    # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
+    sim = env.sim
+    state, ctrl = stand_state(sim, seed=0), stand_ctrl(sim)
+    physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
+    return {
+        "bench": "profile",
+        "workload": workload,
+        "num_envs": num_envs,
+        "replays": replays,
+        "graphs": result,
+        "update_phases": phases,
+        "physics_alone_ms": time_ms(physics, replays),
+    }
+
+
 def _add_env_stepping_args(parser: argparse.ArgumentParser, num_envs: str) -> None:
     """The options of the benches that step a task's env (``env`` and ``drift``)."""
     parser.add_argument("--task", default="g1_walk_flat")
@@ -348,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("overrides", nargs="*", help="Hydra overrides applied after the workload's")
     args = parser.parse_args(argv)
     if args.bench == "profile":
-        from unilab.apps.attribution import attribution_table, bench_profile
+        from unilab.apps.attribution import attribution_table
 
         if args.num_envs < 1 or args.replays < 1:
             parser.error(f"--num-envs and --replays must be >= 1, got {args.num_envs} and {args.replays}")

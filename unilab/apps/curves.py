@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from unilab.apps.cli import ArgumentParser, check_output
+from unilab.apps.args import ArgumentParser, check_output
 
 CURVES_NAME = "curves.png"
 RETURN_TAG, LENGTH_TAG, RATE_TAG = "episode/episode_return", "episode/episode_length", "perf/tail_env_steps_per_sec"

@@ -25,42 +25,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import mujoco
 import torch
-from tensordict import TensorDict
 
-from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail, resolve_sim_device
-from unilab.apps.resources import InsufficientMemoryError, check_fits
+from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
+from unilab.apps.policy import REFUSALS, policy_source
+from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
-from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.randomization import Randomization, randomize
 from unilab.envs.runner import EnvRunner
-from unilab.motion import MotionFileError, motion_files
 from unilab.sim import load_model
-from unilab.tasks.metrics import episode_lengths
-from unilab.tasks.registry import get_task, list_tasks, make_functional_env, make_task
-from unilab.tasks.task import EvalMetrics, Threshold
+from unilab.tasks.registry import list_tasks, make_functional_env, make_task
+from unilab.tasks.task import Threshold
 
 SUMMARY_NAME = "eval_summary.json"
 SERIES_NAME = "eval_series.json"
-
-
-def metrics_of(task: str) -> EvalMetrics:
-    """The task's own eval metrics; a task that declares none is scored by survival and episode length."""
-    return get_task(task).metrics or SURVIVAL
-
-
-def _no_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
-    return {}
-
-
-def _survival(active: torch.Tensor, failed: torch.Tensor, episode_length: torch.Tensor, dt: float) -> dict[str, float]:
-    return {"survival_rate": 1.0 - float(failed.float().mean()), **episode_lengths(episode_length, dt)}
-
-
-SURVIVAL = EvalMetrics(_no_readings, _survival)
 
 
 # -- rollout ----------------------------------------------------------------------------------------------
@@ -134,136 +113,7 @@ def score(env: FunctionalEnv, data: dict[str, Any]) -> dict[str, Any]:
 # -- policies ---------------------------------------------------------------------------------------------
 
 
-class EvalError(ValueError):
-    """A user-facing problem with the eval inputs (bad path, unreadable checkpoint)."""
-
-
-def checkpoint_policy(ckpt: dict, env: FunctionalEnv, task: str):
-    """The deterministic actor of a checkpoint, rebuilt from its saved config, for ``env`` (task ``task``).
-
-    Only the actor's weights are loaded: the rest of a learner (FlashSAC's per-env noise and reward normaliser)
-    is shaped by the training ``num_envs`` and would not fit an eval with another env count.
-    """
-    from omegaconf import OmegaConf
-
-    from torchrl_ext.learners import LEARNERS
-    from unilab.apps.config import TrainConfig
-
-    cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), ckpt["config"]))
-    # Another task than the one trained on is allowed (a transfer eval), as long as the actor fits it.
-    trained_on = cfg.task.name
-    other_task = f"the checkpoint was trained on {trained_on} and does not fit {task}" if trained_on != task else None
-    try:
-        learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)
-    except ValueError as exc:
-        if other_task is None:
-            raise
-        raise EvalError(f"{other_task}: {exc}") from None
-    actor = learner.loss.actor
-    prefix = "actor."
-    weights = {k[len(prefix) :]: v for k, v in ckpt["loss"].items() if k.startswith(prefix)}
-    try:
-        actor.load_state_dict(weights)
-    except RuntimeError as exc:  # weights edited by hand or from another version: name the problem, not torch's
-        reason = other_task or "the checkpoint's actor weights do not fit its own config"
-        first_two = " ".join(line.strip() for line in str(exc).splitlines()[:2])  # torch's heading, then the first key
-        raise EvalError(f"{reason}: {first_two}") from None
-    actor.eval()
-    return actor
-
-
-def onnx_policy(path: Path, env: FunctionalEnv, task: str):
-    """An onnxruntime CPU session wrapped to take and return torch tensors on the env's device; refused before
-    any rollout when its input or output width does not fit ``task``."""
-    import onnxruntime as ort
-
-    from torchrl_ext.export import INPUT_NAME, OUTPUT_NAME
-
-    if not path.is_file():
-        raise EvalError(f"onnx policy not found: {path}")
-    try:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise EvalError(f"cannot load onnx policy {path}: {type(exc).__name__}: {exc}") from exc
-    widths = (session.get_inputs()[0].shape[-1], session.get_outputs()[0].shape[-1])
-    spec = env.spec()
-    wanted = (spec.obs_dims["policy"], spec.action_dim)
-    if widths != wanted:
-        origin = _onnx_origin(path) or {}
-        trained_on = origin.get("task", {}).get("name", "another task")
-        raise EvalError(
-            f"{path} takes {widths[0]} observations and gives {widths[1]} actions, but {task} has {wanted[0]} and "
-            f"{wanted[1]}: the policy was trained on {trained_on}"
-        )
-    device = env.device
-
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        out = session.run([OUTPUT_NAME], {INPUT_NAME: obs.detach().float().cpu().numpy()})[0]
-        return torch.as_tensor(out, device=device)
-
-    return policy
-
-
-def _onnx_origin(path: Path) -> dict | None:
-    """The task an exported policy was trained on, from the metadata ``train`` writes into ``policy.onnx``."""
-    from torchrl_ext.export import read_metadata
-
-    if not path.is_file():
-        raise EvalError(f"onnx policy not found: {path}")
-    try:
-        metadata = read_metadata(path)
-    except Exception as exc:
-        raise EvalError(f"cannot read onnx policy {path}: {type(exc).__name__}: {exc}") from exc
-    if "task" not in metadata:
-        return None
-    return {"task": {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None}}
-
-
 # -- evaluate ---------------------------------------------------------------------------------------------
-
-
-def policy_source(
-    checkpoint: Path | None, onnx: Path | None, task: str | None
-) -> tuple[dict | None, str, dict[str, Any]]:
-    """The loaded checkpoint (None for ONNX), the task to run and its env overrides (noise off, the run's motion file).
-
-    The task defaults to the one the policy was trained on: from the checkpoint's config, or from the
-    ``run_config.json`` beside an ONNX file.
-    """
-    if (checkpoint is None) == (onnx is None):
-        raise EvalError("give exactly one of a checkpoint or an onnx policy")
-    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
-    config = ckpt["config"] if ckpt is not None else _onnx_origin(Path(onnx))
-    saved_task: dict[str, Any] = (config or {}).get("task", {})
-    task = task or saved_task.get("name")
-    if task is None:
-        raise EvalError(f"no task given and none recorded in {onnx}; pass --task")
-    if task not in list_tasks():
-        raise EvalError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
-    overrides: dict[str, Any] = {"obs_noise": False}
-    if saved_task.get("name") == task and saved_task.get("motion_file"):
-        try:
-            motion_files(saved_task["motion_file"])
-        except FileNotFoundError as exc:
-            raise EvalError(f"the motion the policy was trained on is gone: {exc}") from None
-        overrides["motion_file"] = saved_task["motion_file"]
-    return ckpt, task, overrides
-
-
-def check_memory(task: str, overrides: dict[str, Any], num_envs: int, device: str, record: bool) -> None:
-    """Refuse, before building anything, an env count whose physics state (and, with ``record``, the readings a
-    rollout keeps for every step) cannot fit in the device's free memory. A one-env probe gives the sizes."""
-    try:
-        probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
-    except ValueError as exc:  # the task's own checks of its arguments, e.g. an episode shorter than one step
-        raise EvalError(str(exc)) from None
-    parts = {"envs": num_envs * mujoco.MjData(probe.sim.model).nbuffer}
-    if record:
-        read = metrics_of(task).readings
-        readings = read(probe, probe.reset(make_rng(0, probe.device)))
-        per_step = sum(value.numel() * value.element_size() for value in readings.values())
-        parts["recorded steps"] = probe.ctx.max_episode_steps * num_envs * per_step
-    check_fits(parts, torch.device(device), "lower --num-envs")
 
 
 def evaluate(
@@ -286,7 +136,8 @@ def evaluate(
     with named starts (``EvalMetrics.starts``) is scored once per start; the first heads the summary.
     ``suite`` adds a perturbation (``SUITES``) to those conditions.
     """
-    ckpt, task, overrides = policy_source(checkpoint, onnx, task)
+    source = policy_source(checkpoint, onnx, task)
+    ckpt, task, overrides = source.checkpoint, source.task, source.overrides
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
     starts = metrics_of(task).starts
@@ -295,12 +146,12 @@ def evaluate(
     if suite != "nominal":  # beside the nominal summary, not over it
         summary_name = summary_name.replace(".json", f"_{suite}.json")
     for run_overrides in runs.values():
-        check_memory(task, run_overrides, num_envs, device, record=True)
+        check_rollout_memory(task, run_overrides, num_envs, device, record=True)
     figures, policy = {}, None
     for name, run_overrides in runs.items():
         env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
         if policy is None:
-            policy = checkpoint_policy(ckpt, env, task) if ckpt is not None else onnx_policy(Path(onnx), env, task)
+            policy = source.policy(env)
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         data = rollout(env, policy, seed, capture=capture)
@@ -373,7 +224,7 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
         "latency": Randomization(latency_s=(0.0, timestep * base.physics.substeps)),
     }
     if suite not in ranges:
-        raise EvalError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
+        raise InputError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
     perturbed = randomize(base, ranges[suite])
     return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
 
@@ -419,7 +270,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     for path, name in names.items():  # one summary per checkpoint: never let a later one overwrite an earlier one
         target = output_path(path, out, name).resolve()
         if target in targets:
-            raise EvalError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
+            raise InputError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
     results = [evaluate(path, None, out=out, summary_name=names[path], **kwargs) for path in checkpoints]
     results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
@@ -514,7 +365,7 @@ def _evaluate_suite(prog: str, args: argparse.Namespace, suite: str, common: dic
             return series
         checkpoint = args.checkpoint[0] if args.checkpoint is not None else None
         result = evaluate(checkpoint, args.onnx, task=args.task, out=args.out, suite=suite, **common)
-    except (EvalError, CheckpointError, MotionFileError, InsufficientMemoryError) as exc:
+    except REFUSALS as exc:
         fail(prog, exc)
     print(format_table(result))
     print(f"summary: {result['summary_path']}")

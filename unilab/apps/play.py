@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +29,19 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from unilab.apps.checkpoint import CheckpointError
-from unilab.apps.cli import ArgumentParser, check_output, check_rollout_args, fail
+from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail
 from unilab.apps.config import MAX_PLAY_SECONDS
-from unilab.apps.eval import EvalError, check_memory, checkpoint_policy, metrics_of, onnx_policy, policy_source
-from unilab.apps.resources import InsufficientMemoryError
+from unilab.apps.policy import REFUSALS, Policy, policy_source
+from unilab.apps.rollout import check_rollout_memory, metrics_of
+from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
-from unilab.motion import MotionFileError
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 
-VIDEO_NAME = "play_video.mp4"
 TRACK_BODY = "pelvis"
 COLLISION_GROUP = 3
 CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
-
-Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _offscreen_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
@@ -53,7 +49,7 @@ def _offscreen_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoc
     try:
         return mujoco.Renderer(model, height, width)
     except Exception as exc:
-        raise EvalError(
+        raise InputError(
             f"cannot open an offscreen OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}): {exc}; "
             "set MUJOCO_GL=egl (or osmesa) before anything imports mujoco (torchrl does)"
         ) from exc
@@ -232,20 +228,19 @@ def play(
     (``shown_overrides``).
     """
     if not 0.0 < seconds <= MAX_PLAY_SECONDS:
-        raise EvalError(f"seconds must be in (0, {MAX_PLAY_SECONDS:g}], got {seconds}")
+        raise InputError(f"seconds must be in (0, {MAX_PLAY_SECONDS:g}], got {seconds}")
     if onnx is not None and not Path(onnx).is_file():
-        raise EvalError(f"onnx policy not found: {onnx}")
-    ckpt, task, overrides = policy_source(checkpoint, onnx, task)
-    overrides = shown_overrides(task, overrides, seconds)
-    check_memory(task, overrides, num_envs, "cpu", record=False)
-    env = make_functional_env(task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
-    policy = checkpoint_policy(ckpt, env, task) if ckpt is not None else onnx_policy(Path(onnx), env, task)
-    source = Path(checkpoint if checkpoint is not None else onnx)
+        raise InputError(f"onnx policy not found: {onnx}")
+    source = policy_source(checkpoint, onnx, task)
+    overrides = shown_overrides(source.task, source.overrides, seconds)
+    check_rollout_memory(source.task, overrides, num_envs, "cpu", record=False)
+    env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
+    policy = source.policy(env)
     if out is None:
-        target = source.parent / VIDEO_NAME
+        target = Path(checkpoint if checkpoint is not None else onnx).parent / VIDEO_FILENAME
     else:
         out = Path(out)
-        target = out if out.suffix == ".mp4" else out / VIDEO_NAME
+        target = out if out.suffix == ".mp4" else out / VIDEO_FILENAME
     steps = max(1, round(seconds / env.ctx.dt))
     return render_rollout(env, policy, target, num_envs, steps, seed, width, height)
 
@@ -256,7 +251,9 @@ def main(argv: list[str] | None = None) -> Path:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="model_<it>.pt written by train")
     source.add_argument("--onnx", type=Path, help="policy.onnx written by train")
-    parser.add_argument("--out", type=Path, default=None, help=f"directory or .mp4 path (default: {VIDEO_NAME} beside)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help=f"directory or .mp4 path (default: {VIDEO_FILENAME} beside)"
+    )
     parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default: the run's task)")
     parser.add_argument("--seconds", type=float, default=16.0, help=f"video length, at most {MAX_PLAY_SECONDS:g}")
     parser.add_argument("--num-envs", type=int, default=4, help="robots shown, one tile each")
@@ -295,7 +292,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.width,
             args.height,
         )
-    except (EvalError, CheckpointError, MotionFileError, InsufficientMemoryError) as exc:
+    except REFUSALS as exc:
         fail(parser.prog, exc)
     print(f"video: {path}")
     if args.still is not None:

@@ -29,6 +29,7 @@ from unilab.core.files import write_atomic
 SUMMARY_FILENAME = "run_summary.json"
 CONFIG_FILENAME = "run_config.json"
 POLICY_FILENAME = "policy.onnx"
+VIDEO_FILENAME = "play_video.mp4"
 LOCK_FILENAME = ".lock"
 RUN_STATUSES = ("running", "completed", "interrupted", "failed")
 # importlib.metadata wants distribution names, which differ from the import names for some of these.

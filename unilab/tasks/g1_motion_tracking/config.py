@@ -22,7 +22,7 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.mdp import actions, observations, rewards, terminations
-from unilab.motion import DEFAULT_MOTION, MotionSpec, load_motions
+from unilab.motion import DEFAULT_MOTION, MotionClips, MotionSpec, load_motions
 from unilab.robots import g1
 from unilab.sim import SimConfig
 from unilab.tasks.g1_motion_tracking import terms as tracking
@@ -54,6 +54,45 @@ def _actor_terms(motion, noise_scale: float) -> dict[str, ObsTerm]:
         "joint_pos": ObsTerm(observations.joint_pos_rel, noise=0.01 * noise_scale),
         "joint_vel": ObsTerm(observations.joint_vel, noise=1.5 * noise_scale),
         "actions": ObsTerm(observations.last_action),
+    }
+
+
+def _rewards(motion: MotionClips, bodies: torch.Tensor) -> dict[str, RewardTerm]:
+    """BeyondMimic's tracking rewards: the anchor and body poses and velocities against the reference, and the
+    regularisers."""
+    anchor_ref = {"motion": motion, "anchor": ANCHOR}
+    body_ref = {"motion": motion, "anchor": ANCHOR, "bodies": bodies}
+    return {
+        "motion_global_root_pos": RewardTerm(tracking.global_anchor_pos_exp, 1.0, {**anchor_ref, "std": 0.3}),
+        "motion_global_root_ori": RewardTerm(tracking.global_anchor_ori_exp, 0.5, {**anchor_ref, "std": 0.4}),
+        "motion_body_pos": RewardTerm(tracking.body_pos_exp, 2.0, {**body_ref, "std": 0.3}),
+        "motion_body_ori": RewardTerm(tracking.body_ori_exp, 1.0, {**body_ref, "std": 0.4}),
+        "motion_body_lin_vel": RewardTerm(
+            tracking.body_lin_vel_exp, 1.0, {"motion": motion, "bodies": bodies, "std": 1.0}
+        ),
+        "motion_body_ang_vel": RewardTerm(
+            tracking.body_ang_vel_exp, 1.0, {"motion": motion, "bodies": bodies, "std": 3.14}
+        ),
+        "action_rate_l2": RewardTerm(rewards.action_rate_l2, -0.1),
+        "joint_limit": RewardTerm(tracking.joint_limit_l2, -2.0),
+        "undesired_contacts": RewardTerm(
+            tracking.bodies_below, -0.1, {"bodies": torch.tensor(UNDESIRED_BODIES), "height": 0.05}
+        ),
+    }
+
+
+def _terminations(motion: MotionClips, ee: torch.Tensor) -> dict[str, TerminationTerm]:
+    """Falling off the reference ends an episode; the clip's end and the time limit truncate it."""
+    anchor_ref = {"motion": motion, "anchor": ANCHOR}
+    return {
+        "anchor_pos": TerminationTerm(tracking.anchor_height_error, {**anchor_ref, "threshold": FAILURE["anchor_z"]}),
+        "anchor_ori": TerminationTerm(tracking.anchor_gravity_error, {**anchor_ref, "threshold": FAILURE["gravity"]}),
+        "ee_body_pos": TerminationTerm(
+            tracking.body_height_error,
+            {"motion": motion, "bodies": ee, "threshold": FAILURE["end_effector_z"]},
+        ),
+        "clip_end": TerminationTerm(tracking.clip_ended, time_out=True),
+        "time_out": TerminationTerm(terminations.time_out, time_out=True),
     }
 
 
@@ -91,7 +130,6 @@ def make_task(
 
     bodies = torch.tensor(TRACKED_BODIES)
     ee = torch.tensor(END_EFFECTORS)
-    body_ref = {"motion": motion, "anchor": ANCHOR, "bodies": bodies}
     robot_bodies = {"anchor": ANCHOR, "bodies": bodies}
     critic = {
         **_actor_terms(motion, 0.0),
@@ -108,37 +146,8 @@ def make_task(
         episode_length_s=episode_length_s,
         action=ActionTerm(actions.joint_position_offsets, {"scale": 2.0}),
         observations={"policy": _actor_terms(motion, 1.0), "critic": critic},
-        rewards={
-            "motion_global_root_pos": RewardTerm(tracking.global_anchor_pos_exp, 1.0, {**anchor_ref, "std": 0.3}),
-            "motion_global_root_ori": RewardTerm(tracking.global_anchor_ori_exp, 0.5, {**anchor_ref, "std": 0.4}),
-            "motion_body_pos": RewardTerm(tracking.body_pos_exp, 2.0, {**body_ref, "std": 0.3}),
-            "motion_body_ori": RewardTerm(tracking.body_ori_exp, 1.0, {**body_ref, "std": 0.4}),
-            "motion_body_lin_vel": RewardTerm(
-                tracking.body_lin_vel_exp, 1.0, {"motion": motion, "bodies": bodies, "std": 1.0}
-            ),
-            "motion_body_ang_vel": RewardTerm(
-                tracking.body_ang_vel_exp, 1.0, {"motion": motion, "bodies": bodies, "std": 3.14}
-            ),
-            "action_rate_l2": RewardTerm(rewards.action_rate_l2, -0.1),
-            "joint_limit": RewardTerm(tracking.joint_limit_l2, -2.0),
-            "undesired_contacts": RewardTerm(
-                tracking.bodies_below, -0.1, {"bodies": torch.tensor(UNDESIRED_BODIES), "height": 0.05}
-            ),
-        },
-        terminations={
-            "anchor_pos": TerminationTerm(
-                tracking.anchor_height_error, {**anchor_ref, "threshold": FAILURE["anchor_z"]}
-            ),
-            "anchor_ori": TerminationTerm(
-                tracking.anchor_gravity_error, {**anchor_ref, "threshold": FAILURE["gravity"]}
-            ),
-            "ee_body_pos": TerminationTerm(
-                tracking.body_height_error,
-                {"motion": motion, "bodies": ee, "threshold": FAILURE["end_effector_z"]},
-            ),
-            "clip_end": TerminationTerm(tracking.clip_ended, time_out=True),
-            "time_out": TerminationTerm(terminations.time_out, time_out=True),
-        },
+        rewards=_rewards(motion, bodies),
+        terminations=_terminations(motion, ee),
         commands={
             tracking.COMMAND: CommandTerm(2, tracking.keep_pointer, advance=tracking.advance_pointer),
         },

@@ -1,0 +1,89 @@
+"""Argument parsing and one-line errors: what every command shares, and nothing else, so any command can use it.
+
+A user's mistake ends a command with one line, ``<prog>: error: ...``, and exit status 2 (argparse's convention),
+before any work; tracebacks are left for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+
+class InputError(ValueError):
+    """Input a command cannot use (a missing or unfitting policy file, a value out of range), found past argument
+    parsing; the command reports it as ``fail``'s one line."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the commands' error format: argparse prints its usage before the error, which makes a
+    mistyped flag several lines; here it is one line, ``<prog>: error: ...``, exit status 2, as every other input
+    error. ``--help`` still prints the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(self.prog, message)
+
+
+def fail(prog: str, message: object) -> NoReturn:
+    """A user-input error: one line naming the problem, exit status 2 (argparse's convention), no traceback."""
+    print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:
+    """The arguments every rollout command takes: at least one env, a seed the counter RNG accepts."""
+    if num_envs < 1:
+        fail(prog, f"--num-envs must be >= 1, got {num_envs}")
+    if not 0 <= seed < 2**31:
+        fail(prog, f"--seed must be in [0, 2**31), got {seed}")
+
+
+def check_device(prog: str, device: str) -> None:
+    """``--device`` names a torch device this machine has."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as exc:
+        fail(prog, f"--device {device!r} is not a torch device ({exc})")
+    if kind == "cuda" and not torch.cuda.is_available():
+        fail(prog, f"--device {device} but CUDA is not available on this machine")
+
+
+def resolve_sim_device(prog: str, sim: str, device: str | None) -> str:
+    """``--device``, by default where ``sim`` runs here (``unilab.sim.backend_device``); refused in one line if
+    it is not a torch device, is a CUDA device this machine lacks, or is one ``sim`` cannot hold its worlds on."""
+    from unilab.sim import backend_device
+
+    if device is not None:
+        check_device(prog, device)
+    try:
+        return str(backend_device(sim, device))
+    except ValueError as exc:
+        fail(prog, str(exc))
+
+
+def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None) -> None:
+    """Make sure ``path`` can take a command's output before the command works for it: a directory (``suffix``
+    None) that exists or can be made, or a file ending in ``suffix`` whose directory exists or can be made.
+    Creating that directory now is no loss: the command would create it at the end anyway."""
+    if path is None:
+        return
+    path = Path(path)
+    if suffix is not None and path.suffix.lower() != suffix:
+        fail(prog, f"{flag} {path} must end in {suffix}")
+    folder = path if suffix is None else path.parent
+    if suffix is not None and path.is_dir():
+        fail(prog, f"{flag} {path} is a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(prog, f"{flag} {path}: cannot create {folder} ({exc.strerror or exc})")
+    try:  # a write probe, not os.access: root passes access checks in folders nobody can write, such as /proc
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        fail(prog, f"{flag} {path}: cannot write in {folder} ({exc.strerror or exc})")

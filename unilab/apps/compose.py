@@ -1,0 +1,154 @@
+"""The training config: Hydra's composition of the config files and overrides, checked against the typed schema.
+
+Same overrides from both entry points: ``train --algo sac --task g1_walk_flat --sim mjwarp algo.max_iterations=160``
+and ``python scripts/train.py algo=sac task=g1_walk_flat sim=mjwarp algo.max_iterations=160``. Every check that needs
+only the config happens here, so a misspelt key or an impossible value costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf, open_dict
+
+from torchrl_ext.learners import LEARNERS
+from unilab.apps.config import TaskSelection, TrainConfig, check_bools, validate
+from unilab.sim import BACKENDS, default_backend
+from unilab.tasks.registry import get_task, list_tasks, override_names
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
+
+
+def experiments() -> list[str]:
+    """The presets of ``configs/experiment``, chosen with ``+experiment=NAME``: a recipe's settings across groups."""
+    return sorted(path.stem for path in (CONFIG_DIR / "experiment").glob("*.yaml"))
+
+
+def _group(overrides: list[str], name: str) -> str | None:
+    values = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")]
+    return values[-1] if values else None
+
+
+def store_configs() -> None:
+    """The typed schema as the base of the defaults list (the one source of defaults), every registered task as an
+    option of Hydra's ``task`` group and its per-algorithm tuning files as options of ``tuning``, so the defaults
+    list finds tasks wherever their packages live."""
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    for name in list_tasks():
+        store.store(group="task", name=name, node=TaskSelection(name=name))
+        for algo, path in get_task(name).tuning.items():
+            store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
+
+
+def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:
+    """``(dotted path, value)`` of a config's leaves (``algo.num_envs``)."""
+    if not isinstance(node, dict) or not node:
+        return [(prefix, node)]
+    return [leaf for name, value in node.items() for leaf in _leaves(value, f"{prefix}.{name}" if prefix else name)]
+
+
+def _leaf_keys(node: object, prefix: str = "") -> list[str]:
+    return [key for key, _ in _leaves(node, prefix)]
+
+
+_PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
+
+
+def check_file_bools(choices: dict[str, str | None]) -> None:
+    """``check_bools`` for the config files a composition chose (Hydra's ``choices``: group -> option), as they are
+    written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file of
+    the config directory puts its keys under its group unless its ``# @package`` header says else; the task's
+    tuning file puts them under ``algo``, where ``store_configs`` stores it."""
+    # (file, where its keys go, whether a ``# @package`` header in it decides that instead)
+    files = [(CONFIG_DIR / group / f"{option}.yaml", group, True) for group, option in choices.items() if option]
+    tuning = get_task(choices["task"]).tuning.get(choices["algo"]) if choices.get("task") else None
+    if tuning is not None:
+        files.append((Path(tuning), "algo", False))
+    for path, package, by_header in files:
+        if not path.is_file():  # the schema, or a group this project keeps in the ConfigStore
+            continue
+        text = path.read_text()
+        header = _PACKAGE_HEADER.search(text) if by_header else None
+        package = header.group(1) if header else package
+        node = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        try:
+            check_bools(_leaves(node, "" if package == "_global_" else package))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+
+def schema_keys() -> list[str]:
+    """Every key a user may set."""
+    return _leaf_keys(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
+
+
+def unknown_key_message(key: str) -> str:
+    key = key.lstrip("+")
+    close = difflib.get_close_matches(key, schema_keys(), n=1, cutoff=0.8)
+    return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def compose_config(overrides: list[str]) -> TrainConfig:
+    """Hydra composition checked against the typed schema; unknown names fail here, before any work."""
+    algo, task, sim = (_group(overrides, g) for g in ("algo", "task", "sim"))
+    experiment = _group(overrides, "+experiment")
+    if experiment is not None and experiment not in experiments():
+        raise ValueError(f"unknown experiment {experiment!r}; known experiments: {', '.join(experiments())}")
+    if algo is not None and algo not in LEARNERS:
+        raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(LEARNERS)}")
+    if task is not None and task not in list_tasks():
+        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+    if sim in (None, "auto"):
+        overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
+    elif sim not in BACKENDS:
+        raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
+    store_configs()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        composed = compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    with open_dict(composed):
+        choices = OmegaConf.to_container(composed.pop("hydra").runtime.choices)
+    check_file_bools(choices)
+    unknown = sorted(set(_leaf_keys(OmegaConf.to_container(composed))) - set(schema_keys()))
+    if unknown:
+        raise ValueError(unknown_key_message(unknown[0]))
+    # The values as the user typed them (compose has checked their syntax, and converted them to the schema's types).
+    given = OverridesParser.create().parse_overrides(overrides)
+    check_bools((o.key_or_group, o.value()) for o in given if not o.is_delete())
+    typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
+    cfg: TrainConfig = OmegaConf.to_object(typed)
+    check_task_keys(cfg)
+    validate(cfg)
+    return cfg
+
+
+def check_task_keys(cfg: TrainConfig) -> None:
+    """``task.*`` keys set for a task that does not take them. The schema holds the keys of every task (``train
+    --cfg`` lists them all, those left unset as null) since tasks are registered at run time; which of them a task
+    takes, its factory's arguments and ``TaskConfig``'s fields say (``override_names``)."""
+    accepted = override_names(cfg.task.name)
+    stray = [key for key in task_overrides(cfg) if key not in accepted]
+    if stray:
+        own = [f"task.{f.name}" for f in dataclasses.fields(TaskSelection) if f.name in accepted - {"name"}]
+        raise ValueError(
+            f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)} "
+            "(train --cfg lists the keys of every task)"
+        )
+
+
+def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"obs_noise": cfg.task.obs_noise}
+    if cfg.task.motion_file:
+        overrides["motion_file"] = cfg.task.motion_file
+    if cfg.task.episode_length_s is not None:
+        overrides["episode_length_s"] = cfg.task.episode_length_s
+    if cfg.task.failure_look_back is not None:
+        overrides["failure_look_back"] = cfg.task.failure_look_back
+    return overrides

@@ -1,0 +1,90 @@
+"""What a training run checks before any work, in order of cost: its device, the files it names, and whether it
+fits in the memory of the device it will live on. Each refusal is a ``ValueError`` of one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import torch
+
+from torchrl_ext.distributed import World
+from unilab.apps.checkpoint import check_compatible, load_checkpoint
+from unilab.apps.config import TrainConfig
+from unilab.apps.resources import check_fits, replay_row_bytes
+from unilab.envs.functional import FunctionalEnv
+from unilab.motion import MotionFileError, motion_files
+from unilab.sim import backend_device
+
+
+def resolve_device(cfg: TrainConfig, world: World) -> str:
+    """``training.device``, else cuda for mjwarp when CUDA is available, else cpu; a CUDA device this machine
+    lacks, or a device the backend cannot hold its worlds on, is refused here, before any work, rather than by an
+    assertion deep inside torch or the env build. Under torchrun each rank takes its own GPU, cuda:LOCAL_RANK."""
+    device = cfg.training.device
+    if device is not None:
+        try:
+            parsed = torch.device(device)
+        except RuntimeError as exc:
+            raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
+        if parsed.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"training.device={device} but CUDA is not available on this machine")
+    parsed = backend_device(cfg.sim.name, device)  # refuses a device the backend cannot hold its worlds on
+    device = str(parsed)
+    if parsed.type != "cuda" or world.size == 1:
+        return device
+    if parsed.index is not None:
+        raise ValueError(
+            f"training.device={device} names one GPU, but each of the {world.size} ranks uses cuda:LOCAL_RANK; "
+            "set training.device=cuda or leave it unset"
+        )
+    if world.local_rank >= torch.cuda.device_count():
+        raise ValueError(
+            f"LOCAL_RANK={world.local_rank} but this machine has {torch.cuda.device_count()} CUDA devices; "
+            "start at most one rank per GPU (torchrun --nproc_per_node)"
+        )
+    return f"cuda:{world.local_rank}"
+
+
+def check_inputs(cfg: TrainConfig) -> None:
+    """Files the config names must exist; checked first so a typo costs nothing."""
+    if cfg.algo.resume and not Path(cfg.algo.resume).is_file():
+        raise ValueError(f"algo.resume={cfg.algo.resume}: no such checkpoint file")
+    if cfg.task.motion_file:
+        try:
+            motion_files(cfg.task.motion_file)
+        except (FileNotFoundError, MotionFileError) as exc:
+            raise ValueError(f"task.motion_file={cfg.task.motion_file}: {exc}") from None
+
+
+def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: World) -> None:
+    """Replay buffer, update minibatches and per-env physics state against the free memory of the device they live
+    on; ``probe`` is a one-env build of the task, which gives the observation sizes without allocating the run.
+    On the CPU every rank of this machine allocates its own share from the same memory."""
+    a = cfg.algo
+    row = replay_row_bytes(probe.obs_dims, probe.action_dim)
+    sharing = world.local_size if torch.device(device).type == "cpu" else 1
+    parts = {
+        "replay": a.replay_buffer_n * a.num_envs * row * sharing,
+        "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
+        "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing,
+    }
+    remedy = "lower algo.num_envs, algo.replay_buffer_n or algo.batch_size"
+    if sharing > 1:
+        remedy += f" (each of the {sharing} ranks on this machine needs its own)"
+    check_fits(parts, torch.device(device), remedy)
+
+
+def load_resume(cfg: TrainConfig) -> dict | None:
+    """The checkpoint ``algo.resume`` names, loaded and checked against the config (None without one); one at or
+    past ``algo.max_iterations`` has nothing left to train."""
+    if not cfg.algo.resume:
+        return None
+    ckpt = load_checkpoint(Path(cfg.algo.resume))
+    check_compatible(ckpt["config"], cfg, Path(cfg.algo.resume))
+    if ckpt["iteration"] >= cfg.algo.max_iterations:
+        raise ValueError(
+            f"algo.resume={cfg.algo.resume} is at iteration {ckpt['iteration']}, not below "
+            f"algo.max_iterations={cfg.algo.max_iterations}; raise algo.max_iterations to train on"
+        )
+    return ckpt

@@ -1,0 +1,61 @@
+"""How a training run stops: at the end of an iteration, after a signal, in step on every rank."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Any
+
+from torchrl_ext.distributed import Vote
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP all ask the loop to stop at the end of the current iteration, which is then saved.
+
+    Stopping between iterations means the final checkpoint holds a consistent trainer, never one caught halfway
+    through an update. Signals that arrive while stopping are reported and otherwise ignored, so the final
+    checkpoint and summary are always finished (every file is also written atomically, so even SIGKILL leaves the
+    previous version whole). Handlers can only be set from the main thread; elsewhere Ctrl-C keeps Python's
+    KeyboardInterrupt, which the loop also treats as a stop.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.received is None:
+            self.received = name
+            message = f"{name}: stopping after this iteration, then saving a checkpoint and the summary"
+        else:
+            message = f"{name}: already stopping ({self.received}); the final files are being written"
+        # os.write, not print: the signal may land inside a buffered write to stderr (the progress bar), and a
+        # second buffered write from the handler would raise a reentrancy error into the training loop.
+        with contextlib.suppress(OSError):  # no stderr (a daemon) is no reason to break the stop
+            os.write(2, f"\n{message}\n".encode())
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def agreed(self, vote: Vote, check_point: bool) -> bool:
+        """Whether to stop now. Alone, as soon as a signal arrived. With several ranks, only at check points, once
+        all ranks have voted that one of them received a signal (``Vote``: a check point later), so every rank stops
+        after the same iteration; a rank takes that signal as its own, so every rank reports it."""
+        if vote.world.size > 1 and not check_point:
+            return False
+        signum = vote.cast(signal.Signals[self.received].value if self.received else 0)
+        if signum and self.received is None:
+            self.received = signal.Signals(signum).name
+        return signum > 0

@@ -1,0 +1,389 @@
+"""A training run: checked and built by ``TrainingRun.prepare``, then ``run`` drives the loop and writes the run
+directory (config, summary, logs, checkpoints, ONNX policy, playback).
+
+The loop is the same on every rank; rank 0 alone writes the run directory. Every rank steps ``num_envs`` envs per
+iteration in lockstep with the others (the update block's all-reduces hold them together), so rank 0 counts
+``world.size`` times its own env steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from torchrl_ext.distributed import Vote, World
+from torchrl_ext.export import export_policy_onnx
+from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
+from unilab.apps.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
+from unilab.apps.compose import task_overrides
+from unilab.apps.config import TrainConfig
+from unilab.apps.loggers import RunLogger
+from unilab.apps.metrics import TailRateMeter
+from unilab.apps.play import play
+from unilab.apps.preflight import check_inputs, check_memory, load_resume, resolve_device
+from unilab.apps.run_claim import Claim, claim_for_world
+from unilab.apps.run_dir import CONFIG_FILENAME, POLICY_FILENAME, RunSummary, environment_info, write_json_atomic
+from unilab.apps.signals import StopSignals
+from unilab.apps.startup import StartupClock, process_age_s
+from unilab.apps.watchdog import StallWatchdog
+from unilab.envs.functional import FunctionalEnv
+from unilab.tasks.registry import make_functional_env
+
+# The process's age once everything a run needs is imported: the first start-up phase a user waits through.
+IMPORTED_AFTER_S = process_age_s()
+TAIL_WINDOW = 20  # iterations the tail rate is taken over
+
+
+@dataclass
+class Progress:
+    """What the run has reached so far: what its summary reports at every log point and at the end."""
+
+    status: str = "running"
+    error: str | None = None
+    last_checkpoint: str | None = None
+    last_episodes: dict[str, float] = field(default_factory=dict)  # the latest log point with finished episodes
+    health: dict[str, int] = field(default_factory=dict)  # the latest log point's counters
+    digest: str | None = None  # of the final weights, checked across ranks
+    in_sync: bool | None = None
+
+
+@dataclass
+class TrainingRun:
+    """A run that passed every check and is built, ready for its first iteration."""
+
+    cfg: TrainConfig
+    env: FunctionalEnv
+    trainer: OffPolicyTrainer
+    claim: Claim
+    world: World
+    launched: float  # perf_counter at the start of ``prepare``
+    startup: StartupClock  # seconds per start-up phase; the loop adds the pre-fill and the first iteration
+    wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
+    loop_before: float  # seconds of training loop, likewise
+
+    @property
+    def run_dir(self) -> Path:
+        return self.claim.run_dir
+
+    @classmethod
+    def prepare(cls, cfg: TrainConfig) -> TrainingRun:
+        """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
+        ``ValueError`` (one line) for bad input, before the first iteration."""
+        launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
+        clock = StartupClock(IMPORTED_AFTER_S)
+        world = World.from_env()  # every rank runs every check below, so bad input fails on each before any work
+        device = resolve_device(cfg, world)
+        check_inputs(cfg)
+        ckpt = load_resume(cfg)
+        probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
+        check_memory(cfg, probe, device, world)
+        world.start(torch.device(device), cfg.training.dist_timeout_s)
+        clock.device = torch.device(device)
+        try:
+            claim = claim_for_world(cfg, world, None if ckpt is None else ckpt["iteration"])
+        except BaseException:
+            world.close()
+            raise
+        try:
+            clock.mark("checks")
+            env = make_functional_env(
+                cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
+            )
+            clock.mark("env_build", parts=env.sim.startup)
+            trainer = OffPolicyTrainer(env, cfg.algo, world)
+            clock.mark("trainer_build", parts=trainer.runner.startup)
+            if ckpt is not None:
+                _resume(trainer, ckpt, cfg.algo.resume)
+        except BaseException:
+            claim.release()
+            world.close()
+            raise
+        return cls(
+            cfg=cfg,
+            env=env,
+            trainer=trainer,
+            claim=claim,
+            world=world,
+            launched=launched,
+            startup=clock,
+            wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
+            loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
+        )
+
+    def run(self) -> RunSummary:
+        """Train to ``algo.max_iterations`` or a stop; returns the summary written to the run directory. The run
+        directory's lock and the process group are released when it returns."""
+        try:
+            return self._run()
+        finally:
+            if self.claim.lock is not None:
+                self.claim.lock.release()
+            self.world.close()
+
+    # -- the loop -------------------------------------------------------------------------------------------
+
+    def _run(self) -> RunSummary:
+        cfg, world = self.cfg, self.world
+        self._begin()
+        self._publish(self._summary("running"))
+        # until the final checkpoint, summary and policy are written; playback can be interrupted
+        stacks = self.run_dir / "stall_stacks.txt" if world.leader else None
+        with self._stop, StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
+            try:
+                self._iterate(watchdog)
+                completed = self.trainer.iteration >= cfg.algo.max_iterations
+                self.progress.status = "completed" if completed else "interrupted"
+            except KeyboardInterrupt:  # Ctrl-C off the main thread, where no handler turns it into a stop
+                self.progress.status = "interrupted"
+            except Exception as exc:
+                self.progress.status, self.progress.error = "failed", f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                result = self._finish()
+            if cfg.training.export_onnx and world.leader:
+                self._export()
+        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
+        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
+            self._playback(result)
+        if world.leader:
+            print(f"run directory: {self.run_dir}")
+        return result
+
+    def _begin(self) -> None:
+        """The config on disk, the logger, the meters and the stop machinery, as the loop starts."""
+        cfg, world = self.cfg, self.world
+        self.start_iteration = self.trainer.iteration
+        self.config_dict = dataclasses.asdict(cfg)
+        self.environment = environment_info()
+        if world.leader:
+            write_json_atomic(
+                self.run_dir / CONFIG_FILENAME, {"config": self.config_dict, "environment": self.environment}
+            )
+        self.logger = RunLogger(cfg.training.logger, self.run_dir) if world.leader else None
+        self.steps_per_iteration = cfg.algo.num_envs * world.size
+        self.meter = TailRateMeter(window=TAIL_WINDOW)
+        self.start_utc = datetime.now(UTC).isoformat()
+        self.started = time.perf_counter()
+        self.progress = Progress()
+        self._stop = StopSignals()
+        self._vote = Vote(world)
+        self._stopping = False
+        self.timer = IterationTimer(self.env.device)
+        self.bar = tqdm(
+            total=cfg.algo.max_iterations,
+            initial=self.trainer.iteration,
+            disable=not (cfg.training.progress and world.leader),
+            unit="it",
+        )
+        # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
+        self.pending: deque[LogPoint] = deque()
+
+    def _iterate(self, watchdog: StallWatchdog) -> None:
+        """The replay pre-fill, then iterations until the last or a stop agreed by every rank."""
+        cfg, trainer = self.cfg, self.trainer
+        self._stopping = self._stop.agreed(self._vote, check_point=False)
+        while not trainer.ready and not self._stopping:  # replay pre-fill: not an iteration
+            trainer.collect()
+            self._stopping = self._stop.agreed(self._vote, check_point=False)
+        self.startup.mark("prefill")
+        first = True
+        while trainer.iteration < cfg.algo.max_iterations and not self._stopping:
+            trainer.collect()
+            self.timer.split()
+            metrics = trainer.update()
+            trainer.iteration += 1
+            watchdog.beat()  # the first beat arms it: compiles and captures are behind us
+            if first:  # capture / first-update iteration: excluded from the tail rate
+                self.startup.mark("first_iteration")
+                self.timer.start()
+                first = False
+            else:
+                self.timer.lap()
+            self.bar.update(1)
+            self._log_ready(wait=False)
+            last = trainer.iteration == cfg.algo.max_iterations
+            at_log = trainer.iteration % cfg.training.log_interval == 0 or last
+            if at_log:
+                point = trainer.log_point(metrics)
+                point.laps = self.timer.take()
+                self.pending.append(point)
+            if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
+                self.progress.last_checkpoint = self._save()
+            self._stopping = self._stop.agreed(self._vote, check_point=at_log)
+        self._log_ready(wait=True)
+
+    def _finish(self) -> RunSummary:
+        """After the loop, however it ended: every iteration timed, a final checkpoint where the run stopped short,
+        the ranks' weights compared, and the summary written. A failure here is reported beside the first one."""
+        progress, trainer = self.progress, self.trainer
+        self.bar.close()
+        try:
+            if progress.status == "interrupted":  # what ran before the stop is still worth its log lines
+                self._log_ready(wait=True)
+            for laps in [*(point.laps for point in self.pending), self.timer.take()]:  # time every iteration
+                self._record_laps(laps)
+            if self.world.leader and progress.status != "completed" and trainer.iteration > self.start_iteration:
+                progress.last_checkpoint = self._save()
+            if progress.status == "completed" or self._stopping:  # every rank is here; after a failure one may not be
+                self._compare_weights()
+        except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
+            late = f"{type(exc).__name__}: {exc}"
+            progress.status = "failed"
+            progress.error = late if progress.error is None else f"{progress.error}; then, while stopping: {late}"
+        if self.logger is not None:
+            self.logger.close()
+        result = self._summary(progress.status)
+        self._publish(result)
+        return result
+
+    def _compare_weights(self) -> None:
+        digests = self.world.gather_digests(self.trainer.learner.shared_tensors())
+        self.progress.digest = digests[0]
+        self.progress.in_sync = len(set(digests)) == 1 if self.world.size > 1 else None
+        if self.progress.in_sync is False:
+            self.progress.error = f"ranks ended with different weights (digests by rank: {', '.join(digests)})"
+
+    # -- what the loop writes ------------------------------------------------------------------------------
+
+    def _loop_seconds(self) -> float:
+        return self.loop_before + time.perf_counter() - self.started
+
+    def _summary(self, status: str, at: LogPoint | None = None) -> RunSummary:
+        """The run so far; ``at`` a log point, whose counts match the meter's (the host may have queued more)."""
+        cfg, trainer, progress = self.cfg, self.trainer, self.progress
+        return RunSummary.from_meter(
+            self.meter,
+            status=status,
+            algo=cfg.algo.name,
+            task=cfg.task.name,
+            sim=cfg.sim.name,
+            num_envs=cfg.algo.num_envs,
+            world_size=self.world.size,
+            completed_iterations=trainer.iteration if at is None else at.iteration,
+            total_env_steps=(trainer.env_steps if at is None else at.env_steps) * self.world.size,
+            training_wall_time_sec=self._loop_seconds(),
+            start_time_utc=self.start_utc,
+            end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
+            last_checkpoint=progress.last_checkpoint,
+            final_mean_reward=progress.last_episodes.get("episode_return"),
+            mean_episode_length=progress.last_episodes.get("episode_length"),
+            config=self.config_dict,
+            environment=self.environment,
+            error=progress.error,
+            stopped_by=self._stop.received,
+            health=dict(progress.health),
+            weights_digest=progress.digest,
+            ranks_in_sync=progress.in_sync,
+            startup_sec=dict(self.startup.phases),
+            startup_total_sec=self.startup.total(),
+        )
+
+    def _publish(self, result: RunSummary) -> None:
+        if self.world.leader:
+            result.write(self.run_dir)
+
+    def _stalled(self, message: str) -> None:
+        """On the watchdog's thread, with the main thread blocked on the device: host state only."""
+        self.progress.error = message
+        self._publish(self._summary("failed"))
+
+    def _save(self) -> str:
+        # Wall time since `train` started rides along (continued across resumes), so evaluating saved
+        # checkpoints gives time-to-threshold.
+        state = {
+            **self.trainer.state_dict(),
+            "config": self.config_dict,
+            "train_wall_time_sec": self.wall_before + time.perf_counter() - self.launched,
+            "loop_wall_time_sec": self._loop_seconds(),
+        }
+        path = save_checkpoint(state, self.run_dir / f"model_{self.trainer.iteration}.pt")
+        prune_checkpoints(self.run_dir, self.cfg.training.keep_checkpoints, path)
+        return str(path)
+
+    def _record_laps(self, laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
+        """Resolve ``laps`` into the tail meter; returns their seconds and splits."""
+        resolved = self.timer.resolve(laps)
+        for seconds, phases in resolved:
+            self.meter.record(self.steps_per_iteration, seconds, phases)
+        return resolved
+
+    def _log_ready(self, wait: bool) -> None:
+        """Log the pending points the GPU has passed (all of them with ``wait``), oldest first."""
+        while self.pending and (wait or self.pending[0].ready()):
+            self._log(self.pending[0])
+            self.pending.popleft()
+
+    def _log(self, point: LogPoint) -> None:
+        laps = self._record_laps(point.laps)
+        point.laps = []  # timed once, whatever fails below
+        metrics, stats, counts = self.trainer.report(point)
+        self.progress.health.update(counts)
+        if "episode_return" in stats:
+            self.progress.last_episodes = stats
+        rate = self.meter.tail_env_steps_per_sec()
+        scalars = {**{f"loss/{k}": v for k, v in metrics.items()}, **{f"episode/{k}": v for k, v in stats.items()}}
+        scalars.update({f"health/{k}": v for k, v in counts.items()})
+        if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
+            ms = sorted(1000 * seconds for seconds, _ in laps)
+            scalars.update({"perf/iteration_ms_min": ms[0], "perf/iteration_ms_max": ms[-1]})
+            scalars["perf/iteration_ms_median"] = ms[len(ms) // 2]
+        if rate is not None:
+            scalars["perf/tail_env_steps_per_sec"] = rate
+            self.bar.set_postfix(steps_per_s=f"{rate:,.0f}")
+        if self.logger is not None:
+            self.logger.log_scalars(scalars, point.iteration * self.steps_per_iteration)
+        self._publish(self._summary("running", point))
+
+    def _export(self) -> None:
+        metadata = policy_metadata(self.env, self.cfg, self.environment)
+        policy_obs = self.env.obs_dims["policy"]
+        export_policy_onnx(self.trainer.loss.actor, policy_obs, self.run_dir / POLICY_FILENAME, metadata=metadata)
+
+    def _playback(self, result: RunSummary) -> None:
+        """A video of the final policy; a failure is reported in the summary, the run keeps its status."""
+        cfg = self.cfg
+        try:
+            video = play(
+                Path(self.progress.last_checkpoint),
+                None,
+                out=self.run_dir,
+                num_envs=cfg.training.play_envs,
+                seconds=cfg.training.play_seconds,
+            )
+            print(f"playback: {video}")
+        except Exception as exc:  # the run itself succeeded and is saved; say what failed, keep the status
+            result.error = f"playback failed: {type(exc).__name__}: {exc}"
+            result.write(self.run_dir)
+            print(result.error, file=sys.stderr)
+
+
+def _resume(trainer: OffPolicyTrainer, ckpt: dict, path: str) -> None:
+    """The trainer continued from a checkpoint; one that does not fit the config is refused in one line."""
+    try:
+        trainer.load_state_dict(ckpt)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"checkpoint {path} does not fit the config: {reason}") from None
+
+
+def policy_metadata(env: FunctionalEnv, cfg: TrainConfig, environment: dict[str, Any]) -> dict[str, str]:
+    """What ``policy.onnx`` carries for a deployment and for ``unilab play/eval --onnx``: the env's policy
+    interface (JSON values) and where the policy came from."""
+    interface = {key: json.dumps(value) for key, value in env.policy_io().items()}
+    origin = {
+        "task": cfg.task.name,
+        "algo": cfg.algo.name,
+        "commit": str(environment.get("git_commit")),
+        "motion_file": cfg.task.motion_file or "",
+    }
+    return {**interface, **origin}

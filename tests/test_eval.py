@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, format_table, main, meets_thresholds, rollout, score
 from unilab.apps.compose import compose_config
+from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, format_table, main, meets_thresholds, rollout, score
 from unilab.apps.train import run
 from unilab.core.math import quat_angle
 from unilab.core.rng import make_rng

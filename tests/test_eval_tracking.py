@@ -12,8 +12,8 @@ from test_eval import TINY
 from test_motion_library import write_library
 
 from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
-from unilab.apps.eval import SUMMARY_NAME, format_table, main, rollout, score
 from unilab.apps.compose import compose_config
+from unilab.apps.eval import SUMMARY_NAME, format_table, main, rollout, score
 from unilab.apps.train import run
 from unilab.tasks.registry import make_functional_env
 

@@ -13,9 +13,9 @@ import torch
 
 from tests.test_train import TINY
 from unilab.apps import curves, play
-from unilab.apps.run_dir import VIDEO_FILENAME
-from unilab.apps.eval import main as eval_main
 from unilab.apps.compose import compose_config
+from unilab.apps.eval import main as eval_main
+from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.apps.train import run
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env

@@ -21,8 +21,8 @@ from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
-from unilab.apps.run_dir import RunLock
 from unilab.apps.compose import compose_config
+from unilab.apps.run_dir import RunLock
 from unilab.apps.train import main, run
 from unilab.motion import DEFAULT_MOTION
 

@@ -54,7 +54,7 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
         (["env", "--num-envs", "4,x"], "--num-envs must be comma-separated integers >= 1, got '4,x'"),
         (["drift", "--num-envs", "2", "--steps", "0"], "--steps must be >= 1, got 0"),
         (["physics", "--num-envs", "2", "--njmax", "0"], "--njmax must be >= 1, got 0"),
-        (["physics", "--num-envs", "2", "--device", "tpu"], "--device 'tpu' is not a torch device"),
+        (["physics", "--num-envs", "2", "--device", "tpu"], "--device tpu: not a torch device"),
         (["physics", "--sim", "mujoco", "--device", "meta"], "the mujoco backend runs on the CPU, not on meta"),
         (["env", "--sim", "mjwarp", "--device", "meta"], "the mjwarp backend runs on a CUDA device or on the CPU"),
         (["env", "--num-envs", "2", "--task", "nope"], "unknown task 'nope'; known tasks: g1_motion_tracking"),

@@ -271,14 +271,14 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
     assert "--seed must be in [0, 2**31), got -1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "tpu"])
-    assert "--device 'tpu' is not a torch device" in capsys.readouterr().err
+    assert "--device tpu: not a torch device" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # the default --sim, mujoco, holds its worlds on the CPU only
         main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "meta"])
     assert "the mujoco backend runs on the CPU, not on meta" in capsys.readouterr().err
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):
             main(["--checkpoint", str(tiny_run / "model_3.pt"), "--device", "cuda"])
-        assert "--device cuda but CUDA is not available on this machine" in capsys.readouterr().err
+        assert "--device cuda: CUDA is not available on this machine" in capsys.readouterr().err
 
 
 def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(tiny_run: Path, tmp_path: Path) -> None:

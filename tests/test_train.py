@@ -223,7 +223,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.num_env=4", "unknown key algo.num_env; did you mean algo.num_envs?"),
         ("+algo.num_env=4", "unknown key algo.num_env; did you mean algo.num_envs?"),
         ("training.log_dr=x", "did you mean training.log_dir?"),
-        ("training.device=tpu", "training.device='tpu' is not a torch device"),
+        ("training.device=tpu", "training.device=tpu: not a torch device"),
         ("training.device=meta", "the mujoco backend runs on the CPU, not on meta; use sim='mjwarp' for GPUs"),
         ("sim=mjwarp training.device=meta", "the mjwarp backend runs on a CUDA device or on the CPU, not on meta"),
         ("task.episode_length_s=0", "task.episode_length_s must be > 0, got 0.0"),
@@ -335,7 +335,7 @@ def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:
 def test_cuda_device_without_cuda_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit):
         main([*tiny(tmp_path, "mjwarp"), "training.device=cuda"])
-    assert "training.device=cuda but CUDA is not available on this machine" in capsys.readouterr().err
+    assert "training.device=cuda: CUDA is not available on this machine" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 

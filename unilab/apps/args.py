@@ -41,27 +41,13 @@ def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:
         fail(prog, f"--seed must be in [0, 2**31), got {seed}")
 
 
-def check_device(prog: str, device: str) -> None:
-    """``--device`` names a torch device this machine has."""
-    import torch
-
-    try:
-        kind = torch.device(device).type
-    except RuntimeError as exc:
-        fail(prog, f"--device {device!r} is not a torch device ({exc})")
-    if kind == "cuda" and not torch.cuda.is_available():
-        fail(prog, f"--device {device} but CUDA is not available on this machine")
-
-
 def resolve_sim_device(prog: str, sim: str, device: str | None) -> str:
     """``--device``, by default where ``sim`` runs here (``unilab.sim.backend_device``); refused in one line if
     it is not a torch device, is a CUDA device this machine lacks, or is one ``sim`` cannot hold its worlds on."""
     from unilab.sim import backend_device
 
-    if device is not None:
-        check_device(prog, device)
     try:
-        return str(backend_device(sim, device))
+        return str(backend_device(sim, device, None if device is None else f"--device {device}"))
     except ValueError as exc:
         fail(prog, str(exc))
 

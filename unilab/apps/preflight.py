@@ -22,14 +22,7 @@ def resolve_device(cfg: TrainConfig, world: World) -> str:
     lacks, or a device the backend cannot hold its worlds on, is refused here, before any work, rather than by an
     assertion deep inside torch or the env build. Under torchrun each rank takes its own GPU, cuda:LOCAL_RANK."""
     device = cfg.training.device
-    if device is not None:
-        try:
-            parsed = torch.device(device)
-        except RuntimeError as exc:
-            raise ValueError(f"training.device={device!r} is not a torch device ({exc})") from exc
-        if parsed.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"training.device={device} but CUDA is not available on this machine")
-    parsed = backend_device(cfg.sim.name, device)  # refuses a device the backend cannot hold its worlds on
+    parsed = backend_device(cfg.sim.name, device, None if device is None else f"training.device={device}")
     device = str(parsed)
     if parsed.type != "cuda" or world.size == 1:
         return device

@@ -46,17 +46,24 @@ def default_backend() -> str:
     return "mjwarp" if torch.cuda.is_available() else "mujoco"
 
 
-def backend_device(name: str, device: str | torch.device | None = None) -> torch.device:
+def backend_device(name: str, device: str | torch.device | None = None, label: str | None = None) -> torch.device:
     """Where ``make_backend(name, ..., device)`` puts its worlds: ``device``, by default CUDA for mjwarp when
-    available, else the CPU. ``ValueError`` for a device of a type the backend cannot hold its worlds on, so a
-    command can refuse it before any work."""
+    available, else the CPU. ``ValueError`` for a name that is no torch device, a CUDA device this machine lacks, or
+    a device of a type the backend cannot hold its worlds on, so a command can refuse it before any work; the
+    message opens with ``label``, how the user spelt the setting (``training.device=cuda``, ``--device cuda``)."""
     if device is None:
         device = "cuda" if name == "mjwarp" and torch.cuda.is_available() else "cpu"
-    resolved = torch.device(device)
+    label = label or f"device {device}"
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"{label}: not a torch device ({exc})") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{label}: CUDA is not available on this machine")
     types, where = _DEVICES[name]
     if resolved.type not in types:
         hint = "; use sim='mjwarp' for GPUs" if name == "mujoco" else ""
-        raise ValueError(f"the {name} backend runs on {where}, not on {resolved}{hint}")
+        raise ValueError(f"{label}: the {name} backend runs on {where}, not on {resolved}{hint}")
     return resolved
 
 
@@ -85,8 +92,6 @@ def make_backend(
     config = config or SimConfig()
     config.apply(model)
     device = backend_device(name, device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device} asked for, but CUDA is not available on this machine")
     if device.type == "cuda" and device.index is None:  # tensors report their device with its index
         device = torch.device("cuda", torch.cuda.current_device())
     if name == "mjwarp":

@@ -21,6 +21,9 @@ from unilab.apps.loggers import check_logger
 # Frames stream to the encoder, so the cost is time, not memory: ten minutes of video are 30,000 frames, about an
 # hour on a CPU (a walking episode lasts 20 s).
 MAX_PLAY_SECONDS = 600.0
+# The shortest stall timeout: the loop beats once per iteration, and between two beats lie a log point's host work
+# and a checkpoint's write, which a slow disk alone can stretch to seconds.
+MIN_STALL_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -179,5 +182,10 @@ def validate(cfg: TrainConfig) -> None:
     )
     _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
     _check(t.dist_timeout_s > 0.0, "training.dist_timeout_s", "> 0", t.dist_timeout_s)
-    _check(t.stall_timeout_s > 0.0, "training.stall_timeout_s", "> 0", t.stall_timeout_s)
+    _check(
+        t.stall_timeout_s >= MIN_STALL_TIMEOUT_S,
+        "training.stall_timeout_s",
+        f">= {MIN_STALL_TIMEOUT_S:g} (a checkpoint write on a slow disk can take seconds)",
+        t.stall_timeout_s,
+    )
     _check(t.keep_checkpoints >= 0, "training.keep_checkpoints", ">= 0 (0 keeps all)", t.keep_checkpoints)

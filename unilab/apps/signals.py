@@ -12,16 +12,21 @@ from torchrl_ext.distributed import Vote
 
 
 class StopSignals:
-    """SIGINT, SIGTERM and SIGHUP all ask the loop to stop at the end of the current iteration, which is then saved.
+    """SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 all ask the loop to stop at the end of the current iteration,
+    which is then saved. SIGUSR1 is what a scheduler sends ahead of a job's time limit (SLURM's ``--signal``); its
+    default action would kill the process with nothing saved.
 
     Stopping between iterations means the final checkpoint holds a consistent trainer, never one caught halfway
     through an update. Signals that arrive while stopping are reported and otherwise ignored, so the final
     checkpoint and summary are always finished (every file is also written atomically, so even SIGKILL leaves the
     previous version whole). Handlers can only be set from the main thread; elsewhere Ctrl-C keeps Python's
     KeyboardInterrupt, which the loop also treats as a stop.
+
+    A signal the process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a closed terminal or
+    an SSH logout leaves the run alone, and a shell ignores SIGINT for a background job.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
     def __init__(self) -> None:
         self.received: str | None = None
@@ -42,7 +47,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -5,6 +5,10 @@ process would sit there until someone kills it, with its run summary still sayin
 loop beats at every iteration; a daemon thread that sees no beat for ``timeout_s`` records what it
 can without touching the device (the summary, every thread's stack) and ends the process, since the
 blocked main thread can neither be interrupted nor trusted to reach its own cleanup.
+
+A suspended process is not a stalled one: after Ctrl-Z or SIGSTOP and then ``fg``, every thread resumes together
+and the clock has jumped. The watchdog itself was not running through that gap, so the time it cannot account for
+(far more than its poll interval) is taken off the wait it measures.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 
 STALL_EXIT_CODE = 3
+# A poll that returns this much later than asked means this thread did not run: the process was suspended.
+SUSPENDED_AFTER_S = 2.0
 
 
 class StallWatchdog:
@@ -34,17 +40,21 @@ class StallWatchdog:
         stacks_path: Path | None,
         on_stall: Callable[[str], None],
         exit: Callable[[int], None] = os._exit,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.timeout_s = timeout_s
         self.stacks_path = stacks_path
         self.on_stall = on_stall
         self._exit = exit
+        self._clock = clock
         self._last: float | None = None  # armed by the first beat: start-up (compiles, captures) is not timed
+        self._suspended = 0.0  # seconds the process spent suspended since the last beat
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="unilab-stall-watchdog", daemon=True)
 
     def beat(self) -> None:
-        self._last = time.monotonic()
+        self._last = self._clock()
+        self._suspended = 0.0
 
     def __enter__(self) -> StallWatchdog:
         self._thread.start()
@@ -56,9 +66,14 @@ class StallWatchdog:
 
     def _watch(self) -> None:
         poll = min(1.0, self.timeout_s / 4)
+        polled = self._clock()
         while not self._stop.wait(poll):
+            now = self._clock()
+            if now - polled > poll + SUSPENDED_AFTER_S:
+                self._suspended += now - polled - poll
+            polled = now
             last = self._last
-            if last is None or time.monotonic() - last < self.timeout_s:
+            if last is None or now - last - self._suspended < self.timeout_s:
                 continue
             message = f"no training iteration completed in {self.timeout_s:g} s: the GPU or another rank is stuck"
             if self.stacks_path is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,6 +20,8 @@ from unilab.apps.run_dir import (
     CONFIG_FILENAME,
     LOCK_FILENAME,
     POLICY_FILENAME,
+    SCALARS_DIRNAME,
+    STACKS_FILENAME,
     SUMMARY_FILENAME,
     VIDEO_FILENAME,
     RunLock,
@@ -50,10 +53,29 @@ def _summary_status(run_dir: Path) -> str | None:
         return None
 
 
+def planted_links(run_dir: Path) -> list[Path]:
+    """Links under the names a run writes that a writer outside this project would follow (TorchRL's CSV logger
+    appends to ``scalars/<name>.csv``); this project's own files are replaced by rename or opened without following
+    links, whatever is planted."""
+    names = (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME, SCALARS_DIRNAME)
+    links = [run_dir / name for name in names if (run_dir / name).is_symlink()]
+    scalars = run_dir / SCALARS_DIRNAME
+    if scalars.is_dir() and not scalars.is_symlink():
+        for folder, dirs, files in os.walk(scalars):  # a linked folder is listed, never entered
+            links += sorted(Path(folder, name) for name in (*dirs, *files) if Path(folder, name).is_symlink())
+    return links
+
+
 def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | None) -> None:
     """Refuse a directory that already holds a run (a summary or checkpoints), unless this run continues it from
     its latest checkpoint and it did not complete. Anything else would overwrite later work: resuming an older
     checkpoint there, or a completed run, is refused rather than redirected, and the message says where to go."""
+    links = planted_links(run_dir)
+    if links:
+        raise ValueError(
+            f"training.log_dir={run_dir} holds symbolic links where a run writes ({', '.join(map(str, links[:3]))}); "
+            "a run never writes through a link: remove them or choose a new directory"
+        )
     checkpoints = list_checkpoints(run_dir)
     has_summary = (run_dir / SUMMARY_FILENAME).exists()
     if not checkpoints and not has_summary:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import fcntl
 import importlib.metadata
 import json
 import os
 import platform
 import socket
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -31,6 +33,8 @@ CONFIG_FILENAME = "run_config.json"
 POLICY_FILENAME = "policy.onnx"
 VIDEO_FILENAME = "play_video.mp4"
 LOCK_FILENAME = ".lock"
+STACKS_FILENAME = "stall_stacks.txt"
+SCALARS_DIRNAME = "scalars"  # training.logger=csv
 RUN_STATUSES = ("running", "completed", "interrupted", "failed")
 # importlib.metadata wants distribution names, which differ from the import names for some of these.
 _DISTRIBUTIONS = {
@@ -120,7 +124,18 @@ class RunLock:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / LOCK_FILENAME
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        # Never through a link: the holder's line would truncate whatever a planted link points at.
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise RunDirInUse(f"{self.path} is a symbolic link; a run never writes through one: remove it") from None
+        held = os.fstat(fd)
+        if not stat.S_ISREG(held.st_mode) or held.st_nlink != 1:
+            os.close(fd)
+            what = "not a regular file" if not stat.S_ISREG(held.st_mode) else "a hard link to another file"
+            raise RunDirInUse(f"{self.path} is {what}; a run writes only its own files: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

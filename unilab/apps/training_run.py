@@ -32,7 +32,14 @@ from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import play
 from unilab.apps.preflight import check_inputs, check_memory, load_resume, resolve_device
 from unilab.apps.run_claim import Claim, claim_for_world
-from unilab.apps.run_dir import CONFIG_FILENAME, POLICY_FILENAME, RunSummary, environment_info, write_json_atomic
+from unilab.apps.run_dir import (
+    CONFIG_FILENAME,
+    POLICY_FILENAME,
+    STACKS_FILENAME,
+    RunSummary,
+    environment_info,
+    write_json_atomic,
+)
 from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, process_age_s
 from unilab.apps.watchdog import StallWatchdog
@@ -137,7 +144,7 @@ class TrainingRun:
         self._begin()
         self._publish(self._summary("running"))
         # until the final checkpoint, summary and policy are written; playback can be interrupted
-        stacks = self.run_dir / "stall_stacks.txt" if world.leader else None
+        stacks = self.run_dir / STACKS_FILENAME if world.leader else None
         with self._stop, StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
             try:
                 self._iterate(watchdog)

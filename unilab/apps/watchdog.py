@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from unilab.core.files import write_atomic
+
 STALL_EXIT_CODE = 3
 # A poll that returns this much later than asked means this thread did not run: the process was suspended.
 SUSPENDED_AFTER_S = 2.0
@@ -88,11 +90,15 @@ class StallWatchdog:
 
 
 def write_stacks(path: Path) -> None:
-    """Every Python thread's stack, the main thread's first: that is where the loop is blocked."""
+    """Every Python thread's stack, the main thread's first: that is where the loop is blocked. Written beside the
+    target and renamed over it, so a link planted under its name is replaced, never followed."""
     frames = sys._current_frames()
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     main = threading.main_thread().ident
-    with open(path, "w") as out:
-        for ident in sorted(frames, key=lambda ident: ident != main):
-            out.write(f"Thread {names.get(ident, ident)} (most recent call last):\n")
-            out.write("".join(traceback.format_stack(frames[ident])) + "\n")
+    text = "".join(
+        f"Thread {names.get(ident, ident)} (most recent call last):\n"
+        + "".join(traceback.format_stack(frames[ident]))
+        + "\n"
+        for ident in sorted(frames, key=lambda ident: ident != main)
+    )
+    write_atomic(path, lambda handle: handle.write(text.encode()))

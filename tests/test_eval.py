@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from unilab.apps.compose import compose_config
-from unilab.apps.eval import SERIES_NAME, SUMMARY_NAME, format_table, main, meets_thresholds, rollout, score
+from unilab.apps.eval import format_table, main, meets_thresholds, rollout, score, series_name, summary_name
 from unilab.apps.train import run
 from unilab.core.math import quat_angle
 from unilab.core.rng import make_rng
@@ -170,10 +170,10 @@ def _check_summary(path: Path, source_key: str) -> dict:
 def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path: Path, capsys) -> None:
     common = ["--num-envs", "3", "--episode-s", "0.2", "--seed", "1"]
     main(["--checkpoint", str(tiny_run / "model_3.pt"), *common])
-    from_ckpt = _check_summary(tiny_run / SUMMARY_NAME, "checkpoint")
+    from_ckpt = _check_summary(tiny_run / summary_name("model_3.pt"), "checkpoint")
     assert "lin_vel_error" in capsys.readouterr().out
     main(["--onnx", str(tiny_run / "policy.onnx"), "--out", str(tmp_path), *common])
-    from_onnx = _check_summary(tmp_path / SUMMARY_NAME, "onnx")
+    from_onnx = _check_summary(tmp_path / summary_name("policy.onnx"), "onnx")
     assert from_onnx["lin_vel_error"] == pytest.approx(from_ckpt["lin_vel_error"], abs=1e-3)
 
 
@@ -181,7 +181,7 @@ def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> N
     run_dir = tmp_path / "run"
     run(compose_config([*TINY, "task=g1_motion_tracking", "training.export_onnx=false", f"training.log_dir={run_dir}"]))
     result = main(["--checkpoint", str(run_dir / "model_3.pt"), "--num-envs", "2", "--episode-s", "0.2"])
-    assert result["task"] == "g1_motion_tracking" and (run_dir / SUMMARY_NAME).is_file()
+    assert result["task"] == "g1_motion_tracking" and (run_dir / summary_name("model_3.pt")).is_file()
     assert 0.0 <= result["survival_rate"] <= 1.0 and 0.0 <= result["anchor_ori_error"] <= math.pi
     assert all(math.isfinite(result[k]) for k in ("body_pos_error", "anchor_pos_error", "joint_pos_error"))
 
@@ -192,7 +192,7 @@ def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run:
     assert [r["iteration"] for r in series["results"]] == [2, 3]
     assert all(r["train_wall_time_sec"] > 0 for r in series["results"])
     assert (tmp_path / "eval_summary_model_2.json").is_file() and (tmp_path / "eval_summary_model_3.json").is_file()
-    saved = json.loads((tmp_path / SERIES_NAME).read_text())
+    saved = json.loads((tmp_path / series_name()).read_text())
     assert saved["thresholds"] == {"fall_rate": ["<=", 0.05], "lin_vel_error": ["<=", 0.25]}
     passing = [r for r in saved["results"] if r["meets_thresholds"]]
     expected = None if not passing else passing[0]["iteration"]
@@ -306,11 +306,13 @@ def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(t
     assert not nominal.sim.params and set(nominal.task.events) == {"root_pose", "pd_gains"}
 
     checkpoint = str(tiny_run / "model_3.pt")
-    results = main(["--checkpoint", checkpoint, "--num-envs", "3", "--episode-s", "0.2", "--suite", "all"])
+    out = tmp_path / "suites"
+    results = main(
+        ["--checkpoint", checkpoint, "--num-envs", "3", "--episode-s", "0.2", "--suite", "all", "--out", str(out)]
+    )
     assert list(results) == list(SUITES)
     for suite in SUITES:
-        name = SUMMARY_NAME if suite == "nominal" else f"eval_summary_{suite}.json"
-        data = _check_summary(tiny_run / name, "checkpoint")
+        data = _check_summary(out / summary_name("model_3.pt", suite), "checkpoint")
         assert data["suite"] == suite and results[suite]["fall_rate"] == data["fall_rate"]
     series = ["--checkpoint", checkpoint, str(tiny_run / "model_2.pt"), "--out", str(tmp_path)]
     main([*series, "--num-envs", "2", "--episode-s", "0.1", "--suite", "latency"])

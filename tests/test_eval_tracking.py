@@ -13,7 +13,7 @@ from test_motion_library import write_library
 
 from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
 from unilab.apps.compose import compose_config
-from unilab.apps.eval import SUMMARY_NAME, format_table, main, rollout, score
+from unilab.apps.eval import format_table, main, rollout, score, summary_name
 from unilab.apps.train import run
 from unilab.tasks.registry import make_functional_env
 
@@ -91,7 +91,7 @@ def library_checkpoint(tmp_path_factory: pytest.TempPathFactory, library: Path) 
 
 def test_the_summary_leads_with_from_start_and_keeps_both_starts_per_clip(library_checkpoint: Path, capsys) -> None:
     result = main(["--checkpoint", str(library_checkpoint), "--num-envs", "2"])
-    saved = json.loads((library_checkpoint.parent / SUMMARY_NAME).read_text())
+    saved = json.loads((library_checkpoint.parent / summary_name(library_checkpoint)).read_text())
     assert saved["primary_start"] == "from_start"
     starts = {name: saved[name] for name in ("from_start", "adaptive_start")}
     for key in ("survival_rate", "body_pos_error", "anchor_pos_error", "joint_pos_error", "steps"):
@@ -107,7 +107,7 @@ def test_the_summary_leads_with_from_start_and_keeps_both_starts_per_clip(librar
     assert starts["from_start"]["per_clip"]["c_arms"] == {"num_envs": 0}
     assert starts["from_start"]["per_clip"]["a_start"]["num_envs"] == 1
     table = capsys.readouterr().out
-    assert "adaptive_start.survival_rate" in table and result["summary_path"].endswith(SUMMARY_NAME)
+    assert "adaptive_start.survival_rate" in table and result["summary_path"].endswith(summary_name(library_checkpoint))
     assert "adaptive_start.survival_rate" in format_table(result)
 
 

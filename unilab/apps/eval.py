@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
+from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
@@ -38,8 +39,15 @@ from unilab.sim import load_model
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 from unilab.tasks.task import Threshold
 
-SUMMARY_NAME = "eval_summary.json"
-SERIES_NAME = "eval_series.json"
+
+def summary_name(source: Path | str, suite: str = "nominal") -> str:
+    """The summary of one policy file under one suite: named after both, so the evals of a run's checkpoints, or of
+    one checkpoint under several suites, never write one file."""
+    return f"eval_summary_{Path(source).stem}{'' if suite == 'nominal' else f'_{suite}'}.json"
+
+
+def series_name(suite: str = "nominal") -> str:
+    return f"eval_series{'' if suite == 'nominal' else f'_{suite}'}.json"
 
 
 # -- rollout ----------------------------------------------------------------------------------------------
@@ -126,10 +134,9 @@ def evaluate(
     device: str = "cpu",
     episodes_s: float | None = None,
     out: Path | None = None,
-    summary_name: str = SUMMARY_NAME,
     suite: str = "nominal",
 ) -> dict[str, Any]:
-    """Score a policy on ``num_envs`` seeded first episodes and write ``summary_name`` (``eval_summary.json``).
+    """Score a policy on ``num_envs`` seeded first episodes and write its summary (``summary_name``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set. A task
@@ -143,8 +150,6 @@ def evaluate(
     starts = metrics_of(task).starts
     own_reset = {"reset": {}}  # a task without named starts: its env's own reset, scored once
     runs = {name: suite_overrides(task, suite, {**overrides, **args}) for name, args in (starts or own_reset).items()}
-    if suite != "nominal":  # beside the nominal summary, not over it
-        summary_name = summary_name.replace(".json", f"_{suite}.json")
     for run_overrides in runs.values():
         check_rollout_memory(task, run_overrides, num_envs, device, record=True)
     figures, policy = {}, None
@@ -164,15 +169,15 @@ def evaluate(
     # The primary start's own figures head the summary (thresholds, tables and series read them there); with named
     # starts its breakdowns stay in its section, beside the other starts'.
     head = {k: v for k, v in figures[primary].items() if not (starts and isinstance(v, dict))}
-    source = Path(checkpoint if checkpoint is not None else onnx).resolve()
+    path = Path(checkpoint if checkpoint is not None else onnx).resolve()
     result = {
         **head,
         **({"primary_start": primary, **figures} if starts else {}),
         "task": task,
         "sim": sim,
         "suite": suite,
-        "checkpoint": str(source) if checkpoint is not None else None,
-        "onnx": str(source) if onnx is not None else None,
+        "checkpoint": str(path) if checkpoint is not None else None,
+        "onnx": str(path) if onnx is not None else None,
         "iteration": ckpt.get("iteration") if ckpt is not None else None,
         "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
         "num_envs": num_envs,
@@ -180,7 +185,7 @@ def evaluate(
         "control_dt": env.ctx.dt,
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
-    target = output_path(source, out, summary_name)
+    target = output_path(path, out, summary_name(path, suite))
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
@@ -265,14 +270,14 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
     (``eval_series_<suite>.json`` under a suite other than nominal)."""
-    names = {path: f"eval_summary_{Path(path).stem}.json" for path in checkpoints}
+    suite = kwargs.get("suite", "nominal")
     targets: dict[Path, Path] = {}
-    for path, name in names.items():  # one summary per checkpoint: never let a later one overwrite an earlier one
-        target = output_path(path, out, name).resolve()
+    for path in checkpoints:  # one summary per checkpoint: never let a later one overwrite an earlier one
+        target = output_path(path, out, summary_name(path, suite)).resolve()
         if target in targets:
             raise InputError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
-    results = [evaluate(path, None, out=out, summary_name=names[path], **kwargs) for path in checkpoints]
+    results = [evaluate(path, None, out=out, **kwargs) for path in checkpoints]
     results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
     first = next((r for r in results if r["meets_thresholds"]), None)
     series = {
@@ -282,9 +287,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         if first is None
         else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec")},
     }
-    suite = results[0]["suite"]
-    name = SERIES_NAME if suite == "nominal" else SERIES_NAME.replace(".json", f"_{suite}.json")
-    target = output_path(checkpoints[0], out, name)
+    target = output_path(checkpoints[0], out, series_name(suite))
     write_json_atomic(target, series)
     series["summary_path"] = str(target)
     return series
@@ -328,7 +331,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="default: cuda for mjwarp when available, else cpu")
-    parser.add_argument("--out", type=Path, default=None, help="directory for eval_summary.json (default: beside)")
+    parser.add_argument("--out", type=Path, default=None, help="directory for the summaries (default: beside)")
+    parser.add_argument("--force", action="store_true", help="replace summaries an earlier eval wrote")
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
     parser.add_argument(
         "--suite",
@@ -336,8 +340,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=["nominal"],
         choices=(*SUITES, "all"),
         metavar="SUITE",
-        help=f"one or more of {', '.join(SUITES)}, or all; each writes eval_summary_<suite>.json (nominal: the plain "
-        "eval_summary.json); " + SUITE_HELP,
+        help=f"one or more of {', '.join(SUITES)}, or all; each writes eval_summary_<policy>_<suite>.json (nominal: "
+        "eval_summary_<policy>.json; a series also eval_series[_<suite>].json); " + SUITE_HELP,
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
@@ -347,8 +351,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     suites = list(SUITES) if "all" in args.suite else list(dict.fromkeys(args.suite))
-    results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}
+    try:
+        claims = OutputClaims(planned_outputs(args.checkpoint or [args.onnx], args.out, suites), args.force, "--force")
+        with claims:
+            results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}
+    except InputError as exc:
+        fail(parser.prog, exc)
     return results[suites[0]] if len(suites) == 1 else results
+
+
+def planned_outputs(sources: list[Path], out: Path | None, suites: list[str]) -> list[Path]:
+    """Every file an eval of ``sources`` (several: a series) under ``suites`` will write, so that all of them are
+    taken before the first rollout."""
+    targets = []
+    for suite in suites:
+        targets += [output_path(source, out, summary_name(source, suite)) for source in sources]
+        if len(sources) > 1:
+            targets.append(output_path(sources[0], out, series_name(suite)))
+    return targets
 
 
 def _evaluate_suite(prog: str, args: argparse.Namespace, suite: str, common: dict[str, Any]) -> dict[str, Any]:

@@ -354,9 +354,9 @@ def test_replay_samples_only_written_rows() -> None:
     for k in range(1, 4):
         trainer.collect()
         assert trainer.filled == 4 * k
-        index = trainer.sample_indices(10_000)
+        index = trainer.replay.sample_indices(10_000)
         assert index.min() >= 0 and index.max() == 4 * k - 1
-        assert (trainer._memory["policy"][index].abs().sum(-1) > 0).all()  # no never-written (zero) rows
+        assert (trainer.replay.storage[index]["policy"].abs().sum(-1) > 0).all()  # no never-written (zero) rows
     assert not trainer.ready and trainer.collect() is None
     assert trainer.ready  # 16 rows >= batch 16 and learning_starts * num_envs
     for _ in range(6):

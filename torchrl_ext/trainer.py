@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict
@@ -31,12 +32,6 @@ from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
-HEALTH = (
-    "health/nonfinite_actions",
-    "health/diverged_envs",
-    "health/contact_overflows",
-    "health/constraint_overflows",
-)
 TRANSITION_KEYS = (
     "policy",
     "critic",
@@ -131,6 +126,16 @@ class LogPoint:
         if self.copied is not None:
             self.copied.synchronize()
         return dict(zip(self.names, self.host.tolist(), strict=True))
+
+
+class Report(NamedTuple):
+    """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
+    the episodes finished and the mean reward terms per env step since the previous log point; and the ``health``
+    counters since the start (``unilab.envs.runner.HEALTH``)."""
+
+    metrics: dict[str, float]
+    episodes: dict[str, float]
+    health: dict[str, int]
 
 
 class OffPolicyTrainer:
@@ -279,7 +284,7 @@ class OffPolicyTrainer:
         parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
         parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
         parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
-        parts.update(zip(HEALTH, self.runner.health(), strict=True))
+        parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
         # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
         flat = torch.stack([value.double() for value in parts.values()])
         self._episodes.zero_()
@@ -294,26 +299,23 @@ class OffPolicyTrainer:
             copied.record()
         return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
 
-    def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its update
-        metrics; the mean return and length of the episodes finished and the mean reward terms per env step
-        since the previous log point; and the health counters since the start (``diverged_envs``, ...)."""
+    def report(self, point: LogPoint) -> Report:
+        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its ``Report``."""
         values = point.read()
-        counts = [int(values[key]) for key in HEALTH]
-        self.runner.check(counts)
-        health = {key.removeprefix("health/"): count for key, count in zip(HEALTH, counts, strict=True)}
+        health = {key.removeprefix("health/"): int(v) for key, v in values.items() if key.startswith("health/")}
+        self.runner.check(health)
         metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
-        stats = {}
+        episodes = {}
         if point.term_steps:
-            stats = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
+            episodes = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
         count = values["episodes/count"]
         if count > 0:
-            stats.update(
+            episodes.update(
                 episode_return=values["episodes/return"] / count,
                 episode_length=values["episodes/length"] / count,
                 episodes=count,
             )
-        return metrics, stats, health
+        return Report(metrics, episodes, health)
 
     def state_dict(self) -> dict:
         """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""

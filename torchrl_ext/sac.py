@@ -22,7 +22,7 @@ from torchrl.objectives import LossModule
 
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
-from unilab.core.spec import Mirror
+from unilab.core.spec import Mirror, reflect
 
 
 def target_entropy_from_ratio(action_dim: int, ratio: float) -> float:
@@ -220,10 +220,10 @@ class SACLoss(SoftActorCriticLoss):
             self.register_buffer(f"_mirror_{field.name}_sign", torch.tensor(reflection.sign), persistent=False)
 
     def mirror(self, space: str) -> Callable[[Tensor], Tensor]:
-        """The reflection of ``space`` ("observation", "critic_observation" or "action"):
-        ``out[..., i] = x[..., index[i]] * sign[i]``."""
+        """The reflection of ``space`` ("observation", "critic_observation" or "action"), ``reflect`` with the maps
+        this loss holds on its device."""
         perm, sign = getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign")
-        return lambda x: x.index_select(-1, perm) * sign
+        return lambda x: reflect(x, perm, sign)
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""

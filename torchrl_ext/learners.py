@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from copy import deepcopy
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 from torch.profiler import record_function
 
@@ -32,6 +33,8 @@ from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_f
 from torchrl_ext.seeding import derive_seed, rank_seed, seeded
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
+
+LossFn = Callable[[TensorDictBase], TensorDict]
 
 _SPAN_STREAM = rnglib.stream_id("explore/span")
 _NOISE_STREAM = rnglib.stream_id("explore/noise")
@@ -138,7 +141,6 @@ class Learner:
         With ``profile_phases`` on, each phase runs under a profiler range (``UPDATE_PHASES``), so a profile of
         an update block can book every kernel to the phase that launched it."""
         loss, opt, n = self.loss, self.optim, self.minibatch
-        critic_loss, actor_loss = self._loss_fns
         # No autocast weight cache: inside a CUDA graph a cached cast would outlive its capture.
         autocast = functools.partial(
             torch.autocast, self.device.type, torch.bfloat16, enabled=self.amp, cache_enabled=False
@@ -147,12 +149,12 @@ class Learner:
         for i in range(self.cfg.updates_per_step):
             mb = batch[i * n : (i + 1) * n]
             with self._phase("critic: forward"), autocast():
-                critic = critic_loss(mb)
+                critic = self._critic_loss(mb)
             self._descend("critic", opt.critic, critic["loss_critic"], loss.critic)
             out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
             if i % self.cfg.policy_frequency == 0:
                 with self._phase("actor: forward"), autocast():
-                    actor = actor_loss(mb)
+                    actor = self._actor_loss(mb)
                 self._descend("actor", opt.actor, actor["loss_actor"], loss.actor)
                 with self._phase("alpha: forward"):
                     alpha = loss.alpha_loss(actor["log_prob"])
@@ -164,10 +166,17 @@ class Learner:
                 loss.update_target()
         return TensorDict(out, batch_size=[])
 
+    def _compiled(self, fn: LossFn) -> LossFn:
+        return torch.compile(fn) if self.compile else fn
+
+    # Built on first use: a subclass makes ``loss`` after ``Learner.__init__`` has run.
     @functools.cached_property
-    def _loss_fns(self):
-        fns = (self.loss.critic_loss, self.loss.actor_loss)
-        return tuple(torch.compile(fn) for fn in fns) if self.compile else fns
+    def _critic_loss(self) -> LossFn:
+        return self._compiled(self.loss.critic_loss)
+
+    @functools.cached_property
+    def _actor_loss(self) -> LossFn:
+        return self._compiled(self.loss.actor_loss)
 
     def state_dict(self) -> dict:
         return {

@@ -56,10 +56,17 @@ UPDATE_PHASES = (
 class Learner:
     """Shared update loop: critic every minibatch, actor and temperature every ``policy_frequency``-th."""
 
+    summary: str  # the algorithm in one line, for ``unilab list``
     loss: nn.Module
     minibatch: int
 
+    @classmethod
+    def check_config(cls, cfg: AlgoConfig) -> None:
+        """Raise ``ValueError``, one line naming the setting, if ``cfg`` asks for what this learner cannot do; config
+        validation calls it too, so that a run is refused before any work starts."""
+
     def __init__(self, cfg: AlgoConfig, spec: EnvSpec, world: World) -> None:
+        self.check_config(cfg)
         self.cfg = cfg
         self.world = world
         self.device = device = spec.device
@@ -193,6 +200,8 @@ class Learner:
 class SACLearner(Learner):
     """FastSAC: LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
 
+    summary = "FastSAC: LayerNorm MLPs, twin C51 critic, mirror augmentation, running obs normalisation"
+
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
         obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
@@ -237,10 +246,18 @@ class FlashSACLearner(Learner):
     """FlashSAC: residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
+    summary = (
+        "residual BatchNorm trunks with unit-norm weights, min-Q distributional target, reward normalisation, "
+        "held exploration noise, cosine LR"
+    )
+
+    @classmethod
+    def check_config(cls, cfg: AlgoConfig) -> None:
+        if cfg.use_symmetry or cfg.obs_normalization:
+            raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
+
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
-        if cfg.use_symmetry or cfg.obs_normalization:
-            raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
         obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
             actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
@@ -314,4 +331,6 @@ class FlashSACLearner(Learner):
         self.noise.load_state_dict(state["noise"])
 
 
-LEARNERS = {"sac": SACLearner, "flashsac": FlashSACLearner}
+# The algorithms by ``algo.name``, the one registry of them: each learner's ``summary`` describes it to users, its
+# ``check_config`` refuses the settings it cannot run.
+LEARNERS: dict[str, type[Learner]] = {"sac": SACLearner, "flashsac": FlashSACLearner}

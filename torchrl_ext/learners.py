@@ -110,10 +110,12 @@ class Learner:
             torch._foreach_copy_(dst, src)
 
     def observe(self, data: TensorDict) -> None:
-        """Statistics learned from collected data (normalisers), once per env step."""
+        """What the learner takes from each env step's transitions (normaliser statistics, episode ends), inside the
+        record step."""
 
     def after_step(self) -> None:
-        """Hook after every optimiser step of the critic (weight projection, LR schedules)."""
+        """Hook at the end of each minibatch of ``update``, after its critic (and, when they ran, actor and
+        temperature) steps and before the Polyak update of the target (weight projection, LR schedules)."""
 
     def _per_env_state(self) -> list[torch.Tensor]:
         """Tensors of the loss that belong to this rank's envs, so differ between ranks by design."""

@@ -1,10 +1,10 @@
 """A replay ring whose every index lives on the device, so its writes and samples can be captured in a CUDA graph.
 
 It has TorchRL's three parts: a ``TensorStorage`` holding the rows, a writer and a sampler. TorchRL's own writers
-keep their cursor on the host and read the written index back at every write, and its samplers size their draws
-from the storage's host-side length; either would wait for the device in every iteration, and neither replays from
-a graph. Here the cursor and the count of rows written are device tensors advanced in place, and the sampler scales
-its uniform draws by that count.
+keep their cursor on the host and read the written index back at every write, which waits for the device; its
+samplers draw against the storage's host-side length, which a graph would keep at its value at capture. Here the
+cursor and the count of rows written are device tensors advanced in place, and the sampler scales its uniform draws
+by that count.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def test_an_update_block_shows_each_phase_as_often_as_it_runs(algo: str) -> None
     trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg.algo)
     while not trainer.ready:
         trainer.collect()
-    batch = trainer.storage[trainer.sample_indices(trainer.learner.minibatch * cfg.algo.updates_per_step)]
+    batch = trainer.replay.sample(trainer.learner.minibatch * cfg.algo.updates_per_step)
     trainer.learner.profile_phases = True
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=2, device=trainer.device)
     updates, actor_updates = cfg.algo.updates_per_step, -(-cfg.algo.updates_per_step // cfg.algo.policy_frequency)

@@ -272,8 +272,18 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
     runner.check()
     broken = EnvRunner(short_env, policy=lambda obs: torch.full((3, 29), float("nan")), seed=0)
     broken.step()
-    with pytest.raises(NonFiniteActionError, match="3 env-step rows"):
+    taken = broken.health()
+    broken.step()  # the counters taken before it are copies: they do not move on
+    assert {name: int(count) for name, count in taken.items()} == {
+        "nonfinite_actions": 3,
+        "diverged_envs": 0,
+        "contact_overflows": 0,
+        "constraint_overflows": 0,
+    }
+    with pytest.raises(NonFiniteActionError, match="6 env-step rows"):
         broken.check()
+    with pytest.raises(NonFiniteActionError, match="3 env-step rows"):
+        runner.check({name: int(count) for name, count in taken.items()})  # the counts handed over, not its own
 
 
 @pytest.mark.gpu
@@ -362,6 +372,5 @@ def test_divergence_inside_the_captured_step_is_reset_and_counted_on_cuda() -> N
     assert (runner.state["env", "episode_step"][broken] == 0).all()
     for _ in range(10):  # the graph goes on replaying; nothing else diverges
         runner.step()
-    _, diverged, _, _ = runner.health().tolist()
-    assert diverged == 3
+    assert int(runner.health()["diverged_envs"]) == 3
     runner.check()

@@ -359,6 +359,17 @@ def test_mirror_twice_is_identity() -> None:
         torch.testing.assert_close(mirror(mirror(x)), x)
 
 
+def test_the_loss_reflects_bit_for_bit_like_the_mirrors_it_was_given() -> None:
+    symmetry = make_symmetry()
+    loss = make_loss(mirror=symmetry)
+    for space in ("observation", "critic_observation", "action"):
+        mirror = getattr(symmetry, space)
+        x = torch.randn(7, 3, len(mirror.index))
+        by_definition = x[..., list(mirror.index)] * torch.tensor(mirror.sign)
+        assert torch.equal(loss.mirror(space)(x), mirror(x)) and torch.equal(mirror(x), by_definition)
+        assert mirror(x.double()).dtype == torch.float64  # a Mirror keeps its input's dtype
+
+
 def test_mirror_doubles_the_batch() -> None:
     symmetry = make_symmetry()
     loss = make_loss(mirror=symmetry)

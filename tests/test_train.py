@@ -355,9 +355,9 @@ def test_replay_samples_only_written_rows() -> None:
     for k in range(1, 4):
         trainer.collect()
         assert trainer.filled == 4 * k
-        index = trainer.sample_indices(10_000)
+        index = trainer.replay.sample_indices(10_000)
         assert index.min() >= 0 and index.max() == 4 * k - 1
-        assert (trainer._memory["policy"][index].abs().sum(-1) > 0).all()  # no never-written (zero) rows
+        assert (trainer.replay.storage[index]["policy"].abs().sum(-1) > 0).all()  # no never-written (zero) rows
     assert not trainer.ready and trainer.collect() is None
     assert trainer.ready  # 16 rows >= batch 16 and learning_starts * num_envs
     for _ in range(6):
@@ -411,11 +411,13 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
     trainer.runner.state["task", "diverged_envs"] += 3
     later = trainer.log_point(trainer.update())
 
-    losses, stats, health = trainer.report(point)
-    assert health == {"nonfinite_actions": 0, "diverged_envs": 0, "contact_overflows": 0, "constraint_overflows": 0}
-    assert losses == pytest.approx(expected_metrics)
-    assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
-    assert stats["episodes"] == 2 and stats["episode_return"] == 3.0 and stats["episode_length"] == 5.0
+    report = trainer.report(point)
+    health = {"nonfinite_actions": 0, "diverged_envs": 0, "contact_overflows": 0, "constraint_overflows": 0}
+    assert report.health == health
+    assert report.metrics == pytest.approx(expected_metrics)
+    episodes = report.episodes
+    assert [episodes[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
+    assert episodes["episodes"] == 2 and episodes["episode_return"] == 3.0 and episodes["episode_length"] == 5.0
     with pytest.raises(NonFiniteActionError, match="2 env-step rows"):
         trainer.report(later)
     values = later.read()
@@ -446,9 +448,9 @@ def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -
     for _ in range(5):  # queued behind the point on both streams; each replay rewrites ``metrics`` in place
         trainer.collect()
         trainer.update()
-    losses, stats, _ = trainer.report(point)
-    assert losses == pytest.approx(expected_metrics)
-    assert [stats[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
+    report = trainer.report(point)
+    assert report.metrics == pytest.approx(expected_metrics)
+    assert [report.episodes[f"reward_{name}"] for name in trainer.env.task.rewards] == pytest.approx(expected_terms)
     torch.cuda.synchronize()
     assert {key: float(value) for key, value in metrics.items()} != expected_metrics  # the buffers did move on
 

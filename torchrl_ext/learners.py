@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from copy import deepcopy
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 from torch.profiler import record_function
 
@@ -32,6 +33,8 @@ from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_f
 from torchrl_ext.seeding import derive_seed, rank_seed, seeded
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
+
+LossFn = Callable[[TensorDictBase], TensorDict]
 
 _SPAN_STREAM = rnglib.stream_id("explore/span")
 _NOISE_STREAM = rnglib.stream_id("explore/noise")
@@ -53,10 +56,17 @@ UPDATE_PHASES = (
 class Learner:
     """Shared update loop: critic every minibatch, actor and temperature every ``policy_frequency``-th."""
 
+    summary: str  # the algorithm in one line, for ``unilab list``
     loss: nn.Module
     minibatch: int
 
+    @classmethod
+    def check_config(cls, cfg: AlgoConfig) -> None:
+        """Raise ``ValueError``, one line naming the setting, if ``cfg`` asks for what this learner cannot do; config
+        validation calls it too, so that a run is refused before any work starts."""
+
     def __init__(self, cfg: AlgoConfig, spec: EnvSpec, world: World) -> None:
+        self.check_config(cfg)
         self.cfg = cfg
         self.world = world
         self.device = device = spec.device
@@ -100,10 +110,12 @@ class Learner:
             torch._foreach_copy_(dst, src)
 
     def observe(self, data: TensorDict) -> None:
-        """Statistics learned from collected data (normalisers), once per env step."""
+        """What the learner takes from each env step's transitions (normaliser statistics, episode ends), inside the
+        record step."""
 
     def after_step(self) -> None:
-        """Hook after every optimiser step of the critic (weight projection, LR schedules)."""
+        """Hook at the end of each minibatch of ``update``, after its critic (and, when they ran, actor and
+        temperature) steps and before the Polyak update of the target (weight projection, LR schedules)."""
 
     def _per_env_state(self) -> list[torch.Tensor]:
         """Tensors of the loss that belong to this rank's envs, so differ between ranks by design."""
@@ -138,7 +150,6 @@ class Learner:
         With ``profile_phases`` on, each phase runs under a profiler range (``UPDATE_PHASES``), so a profile of
         an update block can book every kernel to the phase that launched it."""
         loss, opt, n = self.loss, self.optim, self.minibatch
-        critic_loss, actor_loss = self._loss_fns
         # No autocast weight cache: inside a CUDA graph a cached cast would outlive its capture.
         autocast = functools.partial(
             torch.autocast, self.device.type, torch.bfloat16, enabled=self.amp, cache_enabled=False
@@ -147,12 +158,12 @@ class Learner:
         for i in range(self.cfg.updates_per_step):
             mb = batch[i * n : (i + 1) * n]
             with self._phase("critic: forward"), autocast():
-                critic = critic_loss(mb)
+                critic = self._critic_loss(mb)
             self._descend("critic", opt.critic, critic["loss_critic"], loss.critic)
             out.update(loss_critic=critic["loss_critic"].detach(), q_mean=critic["q_mean"].detach())
             if i % self.cfg.policy_frequency == 0:
                 with self._phase("actor: forward"), autocast():
-                    actor = actor_loss(mb)
+                    actor = self._actor_loss(mb)
                 self._descend("actor", opt.actor, actor["loss_actor"], loss.actor)
                 with self._phase("alpha: forward"):
                     alpha = loss.alpha_loss(actor["log_prob"])
@@ -164,10 +175,17 @@ class Learner:
                 loss.update_target()
         return TensorDict(out, batch_size=[])
 
+    def _compiled(self, fn: LossFn) -> LossFn:
+        return torch.compile(fn) if self.compile else fn
+
+    # Built on first use: a subclass makes ``loss`` after ``Learner.__init__`` has run.
     @functools.cached_property
-    def _loss_fns(self):
-        fns = (self.loss.critic_loss, self.loss.actor_loss)
-        return tuple(torch.compile(fn) for fn in fns) if self.compile else fns
+    def _critic_loss(self) -> LossFn:
+        return self._compiled(self.loss.critic_loss)
+
+    @functools.cached_property
+    def _actor_loss(self) -> LossFn:
+        return self._compiled(self.loss.actor_loss)
 
     def state_dict(self) -> dict:
         return {
@@ -183,6 +201,8 @@ class Learner:
 
 class SACLearner(Learner):
     """FastSAC: LayerNorm MLPs, twin C51 critic, optional mirror augmentation."""
+
+    summary = "FastSAC: LayerNorm MLPs, twin C51 critic, mirror augmentation, running obs normalisation"
 
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
@@ -228,10 +248,18 @@ class FlashSACLearner(Learner):
     """FlashSAC: residual BatchNorm trunks with unit-norm weights, reward
     normalisation, exploration noise held for Zipf-distributed spans, cosine LR."""
 
+    summary = (
+        "residual BatchNorm trunks with unit-norm weights, min-Q distributional target, reward normalisation, "
+        "held exploration noise, cosine LR"
+    )
+
+    @classmethod
+    def check_config(cls, cfg: AlgoConfig) -> None:
+        if cfg.use_symmetry or cfg.obs_normalization:
+            raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
+
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
-        if cfg.use_symmetry or cfg.obs_normalization:
-            raise ValueError("algo.use_symmetry and algo.obs_normalization are not supported by flashsac")
         obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
             actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
@@ -305,4 +333,6 @@ class FlashSACLearner(Learner):
         self.noise.load_state_dict(state["noise"])
 
 
-LEARNERS = {"sac": SACLearner, "flashsac": FlashSACLearner}
+# The algorithms by ``algo.name``, the one registry of them: each learner's ``summary`` describes it to users, its
+# ``check_config`` refuses the settings it cannot run.
+LEARNERS: dict[str, type[Learner]] = {"sac": SACLearner, "flashsac": FlashSACLearner}

@@ -22,7 +22,7 @@ from torchrl.objectives import LossModule
 
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
-from unilab.core.spec import Mirror
+from unilab.core.spec import Mirror, reflect
 
 
 def target_entropy_from_ratio(action_dim: int, ratio: float) -> float:
@@ -81,9 +81,10 @@ def flatten_batch(x: Tensor) -> Tensor:
 class SoftActorCriticLoss(LossModule):
     """What SAC-family losses share: transition keys, target critic, temperature, Polyak update.
 
-    Subclasses supply ``critic_loss`` and ``actor_loss`` (the latter returning a detached per-sample ``log_prob``
-    for ``alpha_loss``); exposing the three losses separately lets a trainer update the critic every step and the
-    actor only every k-th step.
+    Subclasses supply ``target_distribution``, the projected target that ``critic_loss`` fits the critic to, and
+    ``actor_loss``, which returns a detached per-sample ``log_prob`` for ``alpha_loss``; one whose critic must see
+    its batch laid out otherwise overrides ``critic_loss`` too (FlashSAC's BatchNorm joint batch). Exposing the three
+    losses separately lets a trainer update the critic every step and the actor only every k-th step.
     """
 
     @dataclass
@@ -161,7 +162,8 @@ class SoftActorCriticLoss(LossModule):
 
     def _cross_entropy(self, target: Tensor, log_probs: Tensor) -> TensorDict:
         """Critic loss from per-member log-probabilities (members, N, atoms): the members' mean cross-entropies to
-        ``target`` (N, atoms), summed; and the mean predicted Q for logging."""
+        ``target``, summed; and the mean predicted Q for logging. ``target`` is one (N, atoms) distribution for all
+        members or one per member (members, N, atoms)."""
         loss = -(target * log_probs).sum(-1).mean(-1).sum()
         q_mean = (log_probs.detach().exp() * self.critic.support).sum(-1).mean()
         return TensorDict(loss_critic=loss, q_mean=q_mean)
@@ -213,17 +215,17 @@ class SACLoss(SoftActorCriticLoss):
             self._register_mirror(mirror)
 
     def _register_mirror(self, mirror: Symmetry) -> None:
-        # Buffers rather than a plain attribute, so ``.to(device)`` on the loss moves the index tensors too.
+        # Buffers rather than plain attributes, so ``.to(device)`` on the loss moves the maps too.
         for field in dataclasses.fields(Symmetry):
             reflection: Mirror = getattr(mirror, field.name)
             self.register_buffer(f"_mirror_{field.name}_perm", torch.tensor(reflection.index), persistent=False)
             self.register_buffer(f"_mirror_{field.name}_sign", torch.tensor(reflection.sign), persistent=False)
 
     def mirror(self, space: str) -> Callable[[Tensor], Tensor]:
-        """The reflection of ``space`` ("observation", "critic_observation" or "action"):
-        ``out[..., i] = x[..., index[i]] * sign[i]``."""
+        """The reflection of ``space`` ("observation", "critic_observation" or "action"), ``reflect`` with the maps
+        this loss holds on its device."""
         perm, sign = getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign")
-        return lambda x: x.index_select(-1, perm) * sign
+        return lambda x: reflect(x, perm, sign)
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""

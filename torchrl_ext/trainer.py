@@ -18,25 +18,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict
-from torchrl.data import TensorStorage
 
 from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.learners import LEARNERS
+from torchrl_ext.replay import DeviceReplay
 from torchrl_ext.seeding import rank_seed
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
-HEALTH = (
-    "health/nonfinite_actions",
-    "health/diverged_envs",
-    "health/contact_overflows",
-    "health/constraint_overflows",
-)
 TRANSITION_KEYS = (
     "policy",
     "critic",
@@ -133,6 +128,16 @@ class LogPoint:
         return dict(zip(self.names, self.host.tolist(), strict=True))
 
 
+class Report(NamedTuple):
+    """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
+    the episodes finished and the mean reward terms per env step since the previous log point; and the ``health``
+    counters since the start (``unilab.envs.runner.HEALTH``)."""
+
+    metrics: dict[str, float]
+    episodes: dict[str, float]
+    health: dict[str, int]
+
+
 class OffPolicyTrainer:
     """Runs the loop for any learner of ``torchrl_ext.learners`` (``cfg.name``: sac, flashsac).
 
@@ -169,14 +174,10 @@ class OffPolicyTrainer:
             capture=self.capture,
             compile=self.capture and cfg.compile,
         )
-        self._replay_rng = torch.Generator(dev).manual_seed(rank_seed(cfg.seed, "replay", world.rank))
-        self.capacity = cfg.replay_buffer_n * env.num_envs
-        self._memory: TensorDict | None = None  # the rows; ``storage`` is TorchRL's view of them
-        self.storage: TensorStorage | None = None
-        self.filled = 0  # rows written, counted on the host from the schedule (the device holds its own copy)
-        self._size = torch.zeros((), device=dev)
-        self._cursor = torch.zeros((), dtype=torch.long, device=dev)
-        self._rows = torch.arange(env.num_envs, device=dev)
+        self.replay = DeviceReplay(
+            cfg.replay_buffer_n * env.num_envs, env.num_envs, rank_seed(cfg.seed, "replay", world.rank), dev
+        )
+        self.filled = 0  # rows written, counted on the host from the schedule (the replay holds its own copy)
         self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
         self._graph_out: dict[str, TensorDict | None] = {}
         self._transition: TensorDict | None = None
@@ -218,7 +219,7 @@ class OffPolicyTrainer:
             return self._graph_out[name]
         out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
         # The update graph samples replay rows from the replay generator.
-        self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, [self._replay_rng])
+        self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, [self.replay.sampler.generator])
         return out
 
     # -- acting --------------------------------------------------------------------------
@@ -237,19 +238,13 @@ class OffPolicyTrainer:
         if self._recorded is not None:
             self._recorded.record()
         self.env_steps += self.env.num_envs
-        self.filled = min(self.filled + self.env.num_envs, self.capacity)
+        self.filled = min(self.filled + self.env.num_envs, self.replay.capacity)
         self._term_steps += 1
 
     def _record(self) -> None:
         transition = self._transition
         data = transition.select(*TRANSITION_KEYS)
-        if self.storage is None:
-            self._memory = data[0].expand(self.capacity).clone().zero_()
-            self.storage = TensorStorage(self._memory)
-        # A device-side cursor: TorchRL's writers keep theirs on the host and read the index back every write.
-        self.storage.set((self._cursor + self._rows) % self.capacity, data, set_cursor=False)
-        self._cursor.copy_((self._cursor + self.env.num_envs) % self.capacity)
-        self._size.copy_((self._size + self.env.num_envs).clamp(max=self.capacity))
+        self.replay.extend(data)
         self.learner.observe(data)
         self.learner.sync_acting()
         done = transition["next", "done"]
@@ -269,13 +264,8 @@ class OffPolicyTrainer:
 
     # -- learning ------------------------------------------------------------------------
 
-    def sample_indices(self, count: int) -> torch.Tensor:
-        """Uniform rows with replacement among those written, drawn on device against a device-side size."""
-        return (torch.rand(count, device=self.device, generator=self._replay_rng) * self._size).long()
-
     def _update_block(self) -> TensorDict:
-        rows = self.learner.minibatch * self.cfg.updates_per_step
-        return self.learner.update(self._memory[self.sample_indices(rows)])
+        return self.learner.update(self.replay.sample(self.learner.minibatch * self.cfg.updates_per_step))
 
     def update(self) -> TensorDict:
         """``updates_per_step`` updates; on CUDA the first call also records them as a CUDA graph."""
@@ -294,7 +284,7 @@ class OffPolicyTrainer:
         parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
         parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
         parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
-        parts.update(zip(HEALTH, self.runner.health(), strict=True))
+        parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
         # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
         flat = torch.stack([value.double() for value in parts.values()])
         self._episodes.zero_()
@@ -309,26 +299,23 @@ class OffPolicyTrainer:
             copied.record()
         return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
 
-    def report(self, point: LogPoint) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its update
-        metrics; the mean return and length of the episodes finished and the mean reward terms per env step
-        since the previous log point; and the health counters since the start (``diverged_envs``, ...)."""
+    def report(self, point: LogPoint) -> Report:
+        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its ``Report``."""
         values = point.read()
-        counts = [int(values[key]) for key in HEALTH]
-        self.runner.check(counts)
-        health = {key.removeprefix("health/"): count for key, count in zip(HEALTH, counts, strict=True)}
+        health = {key.removeprefix("health/"): int(v) for key, v in values.items() if key.startswith("health/")}
+        self.runner.check(health)
         metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
-        stats = {}
+        episodes = {}
         if point.term_steps:
-            stats = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
+            episodes = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
         count = values["episodes/count"]
         if count > 0:
-            stats.update(
+            episodes.update(
                 episode_return=values["episodes/return"] / count,
                 episode_length=values["episodes/length"] / count,
                 episodes=count,
             )
-        return metrics, stats, health
+        return Report(metrics, episodes, health)
 
     def state_dict(self) -> dict:
         """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""

@@ -325,8 +325,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
     result = profile_graphs(graphs, iteration, replays)
     # The update block once more, launched eagerly so that its host ranges exist: the same kernels, by phase.
-    rows = trainer.learner.minibatch * cfg.algo.updates_per_step
-    batch = trainer.storage[trainer.sample_indices(rows)]
+    batch = trainer.replay.sample(trainer.learner.minibatch * cfg.algo.updates_per_step)
     trainer.learner.profile_phases = True
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
     # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.

@@ -8,6 +8,13 @@ from dataclasses import dataclass
 import torch
 
 
+def reflect(x: torch.Tensor, index: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
+    """``out[..., i] = x[..., index[i]] * sign[i]``, with the maps as tensors: a caller that builds them once on the
+    device (a loss keeps them as buffers) can reflect inside a captured CUDA graph, where no host data may be copied.
+    """
+    return x.index_select(-1, index) * sign
+
+
 @dataclass(frozen=True)
 class Mirror:
     """Left-right mirror of a vector: ``mirrored[..., i] = x[..., index[i]] * sign[i]``."""
@@ -20,8 +27,9 @@ class Mirror:
             raise ValueError(f"Mirror index and sign differ in length: {len(self.index)} vs {len(self.sign)}")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` mirrored along its last dimension."""
-        return x[..., list(self.index)] * x.new_tensor(self.sign)
+        """``x`` mirrored along its last dimension, in ``x``'s dtype."""
+        index = torch.tensor(self.index, dtype=torch.long, device=x.device)
+        return reflect(x, index, x.new_tensor(self.sign))
 
     @staticmethod
     def signs(*sign: float) -> Mirror:

@@ -14,7 +14,7 @@ first. Bad actions are counted on device; ``check()`` raises at a host boundary.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 
 import torch
 from tensordict import TensorDict
@@ -25,6 +25,10 @@ from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 
 Policy = Callable[[TensorDict], torch.Tensor]
+
+# The counters ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which
+# the contacts or the constraint rows overflowed the physics buffers.
+HEALTH = ("nonfinite_actions", "diverged_envs", "contact_overflows", "constraint_overflows")
 
 
 class NonFiniteActionError(ValueError):
@@ -106,20 +110,25 @@ class EnvRunner:
         self._graph.replay()
         return self._out
 
-    def health(self) -> torch.Tensor:
-        """``[non-finite action rows, diverged envs, contact overflows, constraint overflows]`` since the start, as
-        a fresh int64 tensor on the env device: taking it queues a copy and waits for nothing, so a log point can
-        take it and hand it to ``check`` once later work is queued."""
+    def health(self) -> dict[str, torch.Tensor]:
+        """The ``HEALTH`` counters by name, as 0-d int64 tensors on the env device copied from the live ones: taking
+        them queues a copy and waits for nothing, so a log point can take them and hand them, read to the host, to
+        ``check`` once later work is queued."""
         counts = torch.stack([self.state["task", "nonfinite_actions"], self.state["task", "diverged_envs"]]).long()
-        return torch.cat([counts, self.env.sim.overflow_tensor().to(self.env.device)])
+        counts = torch.cat([counts, self.env.sim.overflow_tensor().to(self.env.device)])
+        return dict(zip(HEALTH, counts.unbind(), strict=True))
 
-    def check(self, health: Sequence[int] | None = None) -> None:
+    def check(self, health: Mapping[str, int] | None = None) -> None:
         """Host boundary: raise on non-finite actions or physics buffer overflow since the start.
 
-        ``health`` is an earlier ``health()`` read to the host; default: read it now (waits for the device).
+        ``health`` is an earlier ``health()`` read to the host, name -> count; default: read it now (waits for the
+        device).
         Diverged envs raise nothing: the env has reset them, and the count is reported.
         """
-        bad, _, contacts, constraints = self.health().tolist() if health is None else health
+        counts = {name: int(count) for name, count in self.health().items()} if health is None else health
+        bad = counts["nonfinite_actions"]
         if bad:
             raise NonFiniteActionError(f"{bad} env-step rows had non-finite actions (replaced by zeros)")
-        self.env.sim.check_capacity({"contacts": contacts, "constraints": constraints})
+        self.env.sim.check_capacity(
+            {"contacts": counts["contact_overflows"], "constraints": counts["constraint_overflows"]}
+        )

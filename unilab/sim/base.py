@@ -89,9 +89,8 @@ class SimConfig:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What an env may rely on: where state lives and whether ``step_`` can be graph-captured."""
+    """What an env may rely on: whether ``step_`` can be graph-captured."""
 
-    device_resident: bool
     graph_capturable: bool
 
 

@@ -131,7 +131,7 @@ def _refresh(m: mjw.Model, d: mjw.Data) -> None:
 
 class MjWarpBackend(SimBackend):
     name = "mjwarp"
-    capabilities = Capabilities(device_resident=True, graph_capturable=True)
+    capabilities = Capabilities(graph_capturable=True)
 
     def __init__(self, model: mujoco.MjModel, num_worlds: int, device: torch.device, config: SimConfig) -> None:
         super().__init__(model, num_worlds, device, config)

@@ -33,7 +33,7 @@ _BAD_STATE_WARNINGS = (
 
 class MujocoBackend(SimBackend):
     name = "mujoco"
-    capabilities = Capabilities(device_resident=False, graph_capturable=False)
+    capabilities = Capabilities(graph_capturable=False)
 
     def __init__(
         self,

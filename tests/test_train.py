@@ -519,7 +519,8 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
     assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "bench", "list"))
     cli.main(["list"])
     listing = capsys.readouterr().out
-    assert "g1_walk_flat           100 / 103, 29" in listing and "sac, flashsac" in listing and "mujoco" in listing
+    assert "g1_walk_flat           100 / 103, 29" in listing and "physics backends: mjwarp, mujoco" in listing
+    assert "\n  sac                    FastSAC: " in listing and "\n  flashsac               residual" in listing
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["list", "--bogus"])
     err = capsys.readouterr().err

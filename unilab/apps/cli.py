@@ -32,7 +32,8 @@ def list_everything() -> str:
     for name in list_tasks():
         env = make_functional_env(name, sim="mujoco", num_envs=1)
         lines.append(f"  {name:<22} {env.obs_dims['policy']} / {env.obs_dims['critic']}, {env.action_dim}")
-    lines.append(f"algorithms: {', '.join(LEARNERS)}")
+    lines.append("algorithms:")
+    lines += [f"  {name:<22} {learner.summary}" for name, learner in LEARNERS.items()]
     lines.append(f"physics backends: {', '.join(BACKENDS)} (default here: {default_backend()})")
     return "\n".join(lines)
 

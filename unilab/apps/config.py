@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from torchrl_ext.config import TARGET_ENTROPY_RATIO_RANGE, AlgoConfig
+from torchrl_ext.learners import LEARNERS
 from unilab.apps.loggers import check_logger
+from unilab.sim import BACKENDS
 
 # The longest video play renders (play --seconds, training.play_seconds): it draws every control step, 50 frames per
 # second of video, each tile rendered in turn, about 0.1 s a frame of four tiles on a CPU's software rasteriser.
@@ -113,6 +115,9 @@ def validate(cfg: TrainConfig) -> None:
         if isinstance(value, str):  # an empty path or name would resolve to something nobody asked for
             _check(bool(value.strip()), key, "a non-empty string", value)
     a, t = cfg.algo, cfg.training
+    # The group checks (algo=, sim=) see only group choices; a key set directly must name one too.
+    _check(a.name in LEARNERS, "algo.name", f"one of {', '.join(LEARNERS)}", a.name)
+    _check(cfg.sim.name in BACKENDS, "sim.name", f"one of {', '.join(BACKENDS)}", cfg.sim.name)
     check_logger(t.logger)
     at_least = {
         "num_envs": 1,
@@ -150,8 +155,7 @@ def validate(cfg: TrainConfig) -> None:
         )
     if a.use_symmetry and a.batch_size % 2:
         raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
-    if a.name == "flashsac" and (a.use_symmetry or a.obs_normalization):
-        raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
+    LEARNERS[a.name].check_config(a)  # what the algorithm itself refuses
     _check(0.0 < a.gamma <= 1.0, "algo.gamma", "in (0, 1]", a.gamma)
     _check(0.0 < a.tau <= 1.0, "algo.tau", "in (0, 1]", a.tau)
     if a.v_min >= a.v_max:

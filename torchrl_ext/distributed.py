@@ -21,7 +21,8 @@ import contextlib
 import datetime
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -29,10 +30,34 @@ import torch.distributed as dist
 from torch import Tensor
 
 TORCHRUN_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+# How long past its own timeout the rendezvous may take to raise by itself before it is given up.
+JOIN_GRACE_S = 5.0
 
 
 class RankLost(RuntimeError):
     """A collective failed: another rank died, or did not reach the collective within the timeout."""
+
+
+def _within(seconds: float, join: Callable[[], object]) -> None:
+    """``join()`` on a thread of its own, given up after ``seconds``: the rendezvous client waits forever on a
+    listener that accepts its connection and never answers, whatever timeout it was given. The thread is a daemon,
+    so a process that gives up can still exit."""
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            join()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attempt, name="unilab-rendezvous", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise RuntimeError(f"the rendezvous at MASTER_ADDR:MASTER_PORT did not answer in {seconds:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 @dataclass
@@ -89,10 +114,13 @@ class World:
         if cuda:
             torch.cuda.set_device(device)
         with self._collective("joining the process group"):
-            dist.init_process_group(
-                "nccl" if cuda else "gloo",
-                timeout=datetime.timedelta(seconds=timeout_s),
-                device_id=device if cuda else None,  # NCCL: bind the communicator to this rank's GPU now
+            _within(
+                timeout_s + JOIN_GRACE_S,
+                lambda: dist.init_process_group(
+                    "nccl" if cuda else "gloo",
+                    timeout=datetime.timedelta(seconds=timeout_s),
+                    device_id=device if cuda else None,  # NCCL: bind the communicator to this rank's GPU now
+                ),
             )
 
     def close(self) -> None:

@@ -65,6 +65,12 @@ class Learner:
         """Raise ``ValueError``, one line naming the setting, if ``cfg`` asks for what this learner cannot do; config
         validation calls it too, so that a run is refused before any work starts."""
 
+    @classmethod
+    def networks(cls, spec: EnvSpec, cfg: AlgoConfig) -> tuple[nn.Module, nn.Module]:
+        """The actor and the critic, freshly initialised from the torch generator: the learner builds them under
+        its init seed; a memory estimate builds them on the meta device, to count their parameters for free."""
+        raise NotImplementedError
+
     def __init__(self, cfg: AlgoConfig, spec: EnvSpec, world: World) -> None:
         self.check_config(cfg)
         self.cfg = cfg
@@ -204,20 +210,26 @@ class SACLearner(Learner):
 
     summary = "FastSAC: LayerNorm MLPs, twin C51 critic, mirror augmentation, running obs normalisation"
 
+    @classmethod
+    def networks(cls, spec: EnvSpec, cfg: AlgoConfig) -> tuple[Actor, EnsembleCritic]:
+        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
+        actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
+        critic = EnsembleCritic(
+            critic_dim,
+            act_dim,
+            tuple(cfg.critic_hidden),
+            num_atoms=cfg.num_atoms,
+            v_min=cfg.v_min,
+            v_max=cfg.v_max,
+            normalize_obs=cfg.obs_normalization,
+        )
+        return actor, critic
+
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
-        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
+        act_dim = spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
-            actor = Actor(obs_dim, act_dim, tuple(cfg.actor_hidden), normalize_obs=cfg.obs_normalization)
-            critic = EnsembleCritic(
-                critic_dim,
-                act_dim,
-                tuple(cfg.critic_hidden),
-                num_atoms=cfg.num_atoms,
-                v_min=cfg.v_min,
-                v_max=cfg.v_max,
-                normalize_obs=cfg.obs_normalization,
-            )
+            actor, critic = self.networks(spec, cfg)
         self.loss = SACLoss(
             actor.to(self.device),
             critic.to(self.device),
@@ -258,20 +270,26 @@ class FlashSACLearner(Learner):
         if cfg.use_symmetry or cfg.obs_normalization:
             raise ValueError("algo.use_symmetry and algo.obs_normalization must be false with algo=flashsac")
 
+    @classmethod
+    def networks(cls, spec: EnvSpec, cfg: AlgoConfig) -> tuple[FlashActor, FlashCritic]:
+        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
+        actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
+        critic = FlashCritic(
+            critic_dim,
+            act_dim,
+            width=cfg.critic_width,
+            num_blocks=cfg.critic_blocks,
+            num_atoms=cfg.num_atoms,
+            v_min=cfg.v_min,
+            v_max=cfg.v_max,
+        )
+        return actor, critic
+
     def __init__(self, spec: EnvSpec, cfg: AlgoConfig, acting_copy: bool = False, world: World = ALONE) -> None:
         super().__init__(cfg, spec, world)
-        obs_dim, critic_dim, act_dim = spec.obs_dims["policy"], spec.obs_dims["critic"], spec.action_dim
+        act_dim = spec.action_dim
         with seeded(derive_seed(cfg.seed, "init")):
-            actor = FlashActor(obs_dim, act_dim, width=cfg.actor_width, num_blocks=cfg.actor_blocks)
-            critic = FlashCritic(
-                critic_dim,
-                act_dim,
-                width=cfg.critic_width,
-                num_blocks=cfg.critic_blocks,
-                num_atoms=cfg.num_atoms,
-                v_min=cfg.v_min,
-                v_max=cfg.v_max,
-            )
+            actor, critic = self.networks(spec, cfg)
         normalizer = RewardNormalizer(spec.num_envs, cfg.gamma) if cfg.reward_normalization else None
         self.loss = FlashSACLoss(
             actor,

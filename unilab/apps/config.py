@@ -26,6 +26,8 @@ MAX_PLAY_SECONDS = 600.0
 # The shortest stall timeout: the loop beats once per iteration, and between two beats lie a log point's host work
 # and a checkpoint's write, which a slow disk alone can stretch to seconds.
 MIN_STALL_TIMEOUT_S = 5.0
+# Robots a video shows, one tile each: past this a tile of the 640x360 frame is too small to show one.
+MAX_PLAY_ENVS = 64
 
 
 @dataclass
@@ -107,41 +109,93 @@ def check_bools(values: Iterable[tuple[str, object]]) -> None:
             _check(isinstance(value, bool), key, "true or false", value)
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a key may take: ``low`` to ``high``, each end included unless open. Every key has an upper end too,
+    so nothing a user can type overflows what it is multiplied into (steps of an episode, a timedelta, a network's
+    size, the C51 support) or reaches the allocator unchecked."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    why: str = ""
+
+    def check(self, key: str, value: float) -> None:
+        above = value > self.low if self.low_open else value >= self.low
+        if not (above and value <= self.high):
+            bracket = "(" if self.low_open else "["
+            rule = f"in {bracket}{_number(self.low)}, {_number(self.high)}]" + (f" ({self.why})" if self.why else "")
+            raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+def _number(value: float) -> str:
+    """A bound as a user would type it: whole numbers in full (16777216, not 1.67772e+07)."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+COUNT = 2**40  # iterations, steps and intervals: far past any run, far below any overflow
+RANGES = {
+    "algo.num_envs": Range(1, 2**24),
+    "algo.batch_size": Range(1, 2**26),
+    "algo.replay_buffer_n": Range(1, 2**24),
+    "algo.updates_per_step": Range(1, 1024),
+    "algo.policy_frequency": Range(1, 1024),
+    "algo.learning_starts": Range(0, 2**24),
+    "algo.max_iterations": Range(1, COUNT),
+    "algo.save_interval": Range(1, COUNT),
+    "algo.num_atoms": Range(2, 4096, why="a distribution over one atom has no spread to learn"),
+    "algo.lr_decay_steps": Range(1, COUNT),
+    "algo.actor_width": Range(1, 2**16),
+    "algo.actor_blocks": Range(1, 256),
+    "algo.critic_width": Range(1, 2**16),
+    "algo.critic_blocks": Range(1, 256),
+    "algo.noise_max_span": Range(1, 10_000, why="env steps a noise draw is held for"),
+    "algo.seed": Range(0, 2**31 - 1),
+    "algo.gamma": Range(0.0, 1.0, low_open=True),
+    "algo.tau": Range(0.0, 1.0, low_open=True),
+    "algo.v_min": Range(-1e6, 1e6, why="the return support of the distributional critic"),
+    "algo.v_max": Range(-1e6, 1e6, why="the return support of the distributional critic"),
+    "algo.lr": Range(0.0, 1.0, low_open=True),
+    "algo.lr_final": Range(0.0, 1.0, low_open=True),
+    "algo.alpha_init": Range(0.0, 100.0, low_open=True),
+    "algo.noise_zipf_mu": Range(0.0, 100.0, low_open=True),
+    "algo.weight_decay": Range(0.0, 1.0),
+    "algo.max_grad_norm": Range(0.0, 1e6, why="0 turns clipping off"),
+    "algo.target_sigma": Range(0.0, 10.0, low_open=True, why="the pre-tanh std the temperature aims at"),
+    "task.episode_length_s": Range(0.0, 3600.0, low_open=True),
+    "task.failure_look_back": Range(1, 3600, why="one-second bins"),
+    "training.log_interval": Range(1, COUNT),
+    "training.play_seconds": Range(0.0, MAX_PLAY_SECONDS, low_open=True),
+    "training.play_envs": Range(1, MAX_PLAY_ENVS, why="one tile each in a 640x360 video"),
+    "training.dist_timeout_s": Range(0.0, 86_400.0, low_open=True),
+    "training.stall_timeout_s": Range(
+        MIN_STALL_TIMEOUT_S, 86_400.0, why="a checkpoint write on a slow disk can take seconds"
+    ),
+    "training.keep_checkpoints": Range(0, 2**31, why="0 keeps all"),
+}
+MAX_LAYERS, MAX_WIDTH = 64, 2**16
+
+
 def validate(cfg: TrainConfig) -> None:
     """Reject impossible settings with one line naming the key and value."""
-    for key, value in _fields(cfg):
+    values = dict(_fields(cfg))
+    for key, value in values.items():
         if isinstance(value, float):
             _check(math.isfinite(value), key, "finite", value)
         if isinstance(value, str):  # an empty path or name would resolve to something nobody asked for
             _check(bool(value.strip()), key, "a non-empty string", value)
-    a, t = cfg.algo, cfg.training
+    for key, allowed in RANGES.items():
+        if values[key] is not None:  # None: the task's own
+            allowed.check(key, values[key])
+    a = cfg.algo
     # The group checks (algo=, sim=) see only group choices; a key set directly must name one too.
     _check(a.name in LEARNERS, "algo.name", f"one of {', '.join(LEARNERS)}", a.name)
     _check(cfg.sim.name in BACKENDS, "sim.name", f"one of {', '.join(BACKENDS)}", cfg.sim.name)
-    check_logger(t.logger)
-    at_least = {
-        "num_envs": 1,
-        "batch_size": 1,
-        "replay_buffer_n": 1,
-        "updates_per_step": 1,
-        "policy_frequency": 1,
-        "learning_starts": 0,
-        "max_iterations": 1,
-        "save_interval": 1,
-        "num_atoms": 2,  # a distribution over one atom has no spread to learn
-        "lr_decay_steps": 1,
-        "actor_width": 1,
-        "actor_blocks": 1,
-        "critic_width": 1,
-        "critic_blocks": 1,
-        "noise_max_span": 1,
-        "seed": 0,
-    }
-    for key, bound in at_least.items():
-        _check(getattr(a, key) >= bound, f"algo.{key}", f">= {bound}", getattr(a, key))
+    check_logger(cfg.training.logger)
     for key in ("actor_hidden", "critic_hidden"):
         sizes = getattr(a, key)
-        _check(bool(sizes) and min(sizes) >= 1, f"algo.{key}", "a non-empty list of sizes >= 1", sizes)
+        fits = bool(sizes) and len(sizes) <= MAX_LAYERS and min(sizes) >= 1 and max(sizes) <= MAX_WIDTH
+        _check(fits, f"algo.{key}", f"a list of 1 to {MAX_LAYERS} sizes in [1, {MAX_WIDTH}]", sizes)
     capacity = a.replay_buffer_n * a.num_envs
     if a.batch_size > capacity:
         raise ValueError(
@@ -156,14 +210,8 @@ def validate(cfg: TrainConfig) -> None:
     if a.use_symmetry and a.batch_size % 2:
         raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
     LEARNERS[a.name].check_config(a)  # what the algorithm itself refuses
-    _check(0.0 < a.gamma <= 1.0, "algo.gamma", "in (0, 1]", a.gamma)
-    _check(0.0 < a.tau <= 1.0, "algo.tau", "in (0, 1]", a.tau)
     if a.v_min >= a.v_max:
         raise ValueError(f"algo.v_min={a.v_min} must be below algo.v_max={a.v_max}")
-    for key in ("lr", "lr_final", "alpha_init", "noise_zipf_mu"):
-        _check(getattr(a, key) > 0.0, f"algo.{key}", "> 0", getattr(a, key))
-    for key in ("weight_decay", "max_grad_norm", "target_sigma"):
-        _check(getattr(a, key) >= 0.0, f"algo.{key}", ">= 0", getattr(a, key))
     low, high = TARGET_ENTROPY_RATIO_RANGE
     _check(
         low < a.target_entropy_ratio <= high,
@@ -173,23 +221,3 @@ def validate(cfg: TrainConfig) -> None:
         "actor's narrowest Gaussian; see torchrl_ext.config)",
         a.target_entropy_ratio,
     )
-    length = cfg.task.episode_length_s
-    _check(length is None or length > 0.0, "task.episode_length_s", "> 0", length)
-    look_back = cfg.task.failure_look_back
-    _check(look_back is None or look_back >= 1, "task.failure_look_back", ">= 1", look_back)
-    _check(t.log_interval >= 1, "training.log_interval", ">= 1", t.log_interval)
-    _check(
-        0.0 < t.play_seconds <= MAX_PLAY_SECONDS,
-        "training.play_seconds",
-        f"in (0, {MAX_PLAY_SECONDS:g}]",
-        t.play_seconds,
-    )
-    _check(t.play_envs >= 1, "training.play_envs", ">= 1", t.play_envs)
-    _check(t.dist_timeout_s > 0.0, "training.dist_timeout_s", "> 0", t.dist_timeout_s)
-    _check(
-        t.stall_timeout_s >= MIN_STALL_TIMEOUT_S,
-        "training.stall_timeout_s",
-        f">= {MIN_STALL_TIMEOUT_S:g} (a checkpoint write on a slow disk can take seconds)",
-        t.stall_timeout_s,
-    )
-    _check(t.keep_checkpoints >= 0, "training.keep_checkpoints", ">= 0 (0 keeps all)", t.keep_checkpoints)

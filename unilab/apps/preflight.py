@@ -3,18 +3,22 @@ fits in the memory of the device it will live on. Each refusal is a ``ValueError
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import mujoco
 import torch
 
 from torchrl_ext.distributed import World
+from torchrl_ext.learners import LEARNERS
 from unilab.apps.checkpoint import check_compatible, load_checkpoint
 from unilab.apps.config import TrainConfig
-from unilab.apps.resources import check_fits, replay_row_bytes
+from unilab.apps.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
 from unilab.sim import backend_device
+
+PER_PARAMETER = 4  # weights, gradients, Adam's first and second moments
 
 
 def resolve_device(cfg: TrainConfig, world: World) -> str:
@@ -61,11 +65,22 @@ def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: Wor
         "replay": a.replay_buffer_n * a.num_envs * row * sharing,
         "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
         "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing,
+        "networks": network_bytes(cfg, probe) * sharing,
     }
-    remedy = "lower algo.num_envs, algo.replay_buffer_n or algo.batch_size"
+    remedy = "lower algo.num_envs, algo.replay_buffer_n, algo.batch_size or the network sizes"
     if sharing > 1:
         remedy += f" (each of the {sharing} ranks on this machine needs its own)"
     check_fits(parts, torch.device(device), remedy)
+
+
+def network_bytes(cfg: TrainConfig, probe: FunctionalEnv) -> int:
+    """The learner's networks with what training keeps per parameter (the weights, their gradients and Adam's two
+    moments), counted on networks built on the meta device, which allocates nothing."""
+    spec = dataclasses.replace(probe.spec(), device=torch.device("meta"), num_envs=cfg.algo.num_envs)
+    with torch.device("meta"):
+        networks = LEARNERS[cfg.algo.name].networks(spec, cfg.algo)
+    parameters = sum(p.numel() for net in networks for p in net.parameters())
+    return PER_PARAMETER * FLOAT_BYTES * parameters
 
 
 def load_resume(cfg: TrainConfig) -> dict | None:

@@ -124,6 +124,37 @@ def check_compatible(saved: dict[str, Any], cfg: TrainConfig, path: Path) -> Non
         raise CheckpointError(f"checkpoint {path} is {_describe(saved, keys)}; the config is {_describe(wanted, keys)}")
 
 
+def saved_config(ckpt: dict[str, Any], path: Path) -> TrainConfig:
+    """The config a checkpoint was trained with, read into this version's schema. Keys this version does not know
+    (from another version) are left out: none of them shapes what it loads. A value of the wrong type, or an
+    algorithm this version lacks, is refused in one line naming the file."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from torchrl_ext.learners import LEARNERS
+
+    known = _known(ckpt["config"], dataclasses.asdict(TrainConfig()))
+    try:
+        cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), known))
+    except OmegaConfBaseException as exc:
+        where = getattr(exc, "full_key", None) or "its config"
+        reason = str(exc).strip().splitlines()[0]
+        raise CheckpointError(f"checkpoint {path}: {where} is not one this version reads ({reason})") from None
+    if cfg.algo.name not in LEARNERS:
+        raise CheckpointError(
+            f"checkpoint {path} was trained with algo {cfg.algo.name!r}, which this version lacks "
+            f"(it has {', '.join(LEARNERS)})"
+        )
+    return cfg
+
+
+def _known(saved: Any, schema: Any) -> Any:
+    """``saved`` with only the keys ``schema`` has, at every depth."""
+    if not isinstance(saved, dict) or not isinstance(schema, dict):
+        return saved
+    return {key: _known(value, schema[key]) for key, value in saved.items() if key in schema}
+
+
 def prune_checkpoints(run_dir: Path, keep: int, just_written: Path) -> list[Path]:
     """Delete all but the ``keep`` newest checkpoints (``keep`` <= 0: keep all); ``just_written`` always stays."""
     if keep <= 0:

@@ -86,6 +86,9 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
             break
     readings = {k: torch.stack([s[k] for s in steps]) for k in steps[0]} if steps else {}
     return {
+        # env-step rows whose action was NaN or inf: the env stepped zeros in their place, so the figures alone
+        # would score such a policy as if it had acted
+        "nonfinite_actions": int(runner.state["task", "nonfinite_actions"]),
         "readings": readings,
         "active": torch.stack(actives),
         "failed": failed,
@@ -163,6 +166,7 @@ def evaluate(
         figures[name] = {
             **score(env, data),
             "steps": int(data["active"].shape[0]),
+            "nonfinite_actions": data["nonfinite_actions"],
             "episode_length_s": env.task.episode_length_s,
         }
     primary = next(iter(runs))
@@ -253,7 +257,10 @@ def judged_groups(task: str, result: dict[str, Any]) -> dict[str, dict[str, bool
 
 def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
     """Whether ``result`` passes the task's thresholds, over all envs and in every group of the primary start's
-    judged groupings (None for a task that declares no thresholds)."""
+    judged groupings (None for a task that declares no thresholds). A policy that gave a non-finite action fails,
+    thresholds or not."""
+    if result.get("nonfinite_actions"):
+        return False
     thresholds = metrics_of(task).thresholds
     if not thresholds:
         return None
@@ -307,6 +314,10 @@ def format_table(result: dict[str, Any]) -> str:
     width = max(len(k) for k, _ in rows)
     head = f"eval {result['task']} ({result['num_envs']} envs, seed {result['seed']}, {result['steps']} steps)"
     lines = [head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)]
+    if result.get("nonfinite_actions"):
+        lines.append(
+            f"  {result['nonfinite_actions']} env steps had non-finite actions (NaN or inf; zeros were applied)"
+        )
     if metrics_of(result["task"]).thresholds:  # which groups an average over all envs may hide
         for name, verdicts in judged_groups(result["task"], result).items():
             below = [group for group, meets in verdicts.items() if not meets]

@@ -171,6 +171,9 @@ def render_rollout(
         finally:
             writer.close()
             drawer.close()
+    bad = int(state["task", "nonfinite_actions"])
+    if bad:  # the env stepped zeros in their place: the video alone would not show it
+        print(f"warning: {bad} env steps had non-finite actions (NaN or inf); zeros were applied", file=sys.stderr)
     return Path(path)
 
 

@@ -6,6 +6,7 @@ cannot run the same way: a missing or unreadable file, or one trained for an env
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -13,7 +14,8 @@ from typing import Any, NamedTuple
 import torch
 
 from unilab.apps.args import InputError
-from unilab.apps.checkpoint import CheckpointError, load_checkpoint
+from unilab.apps.checkpoint import CheckpointError, load_checkpoint, saved_config
+from unilab.apps.config import TrainConfig
 from unilab.apps.resources import InsufficientMemoryError
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
@@ -28,16 +30,17 @@ REFUSALS = (InputError, CheckpointError, MotionFileError, InsufficientMemoryErro
 class PolicySource(NamedTuple):
     """Where a policy comes from and what it runs on."""
 
+    path: Path  # the checkpoint or ONNX file
     checkpoint: dict | None  # the loaded checkpoint; None for an ONNX policy
-    onnx: Path | None
+    config: TrainConfig | None  # the checkpoint's training config, read into this version's schema
     task: str
     overrides: dict[str, Any]  # the task's env arguments for the policy
 
     def policy(self, env: FunctionalEnv) -> Policy:
         """The policy, for ``env``: the checkpoint's deterministic actor, or the ONNX file on onnxruntime."""
         if self.checkpoint is not None:
-            return checkpoint_policy(self.checkpoint, env, self.task)
-        return onnx_policy(self.onnx, env, self.task)
+            return checkpoint_policy(self.checkpoint, self.config, env, self.task)
+        return onnx_policy(self.path, env, self.task)
 
 
 def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) -> PolicySource:
@@ -46,9 +49,10 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
     checkpoint's config, or from the metadata ``train`` writes into ``policy.onnx``."""
     if (checkpoint is None) == (onnx is None):
         raise InputError("give exactly one of a checkpoint or an onnx policy")
-    ckpt = load_checkpoint(Path(checkpoint)) if checkpoint is not None else None
-    config = ckpt["config"] if ckpt is not None else onnx_origin(Path(onnx))
-    saved_task: dict[str, Any] = (config or {}).get("task", {})
+    path = Path(checkpoint if checkpoint is not None else onnx)
+    ckpt = load_checkpoint(path) if checkpoint is not None else None
+    cfg = saved_config(ckpt, path) if ckpt is not None else None
+    saved_task: dict[str, Any] = dataclasses.asdict(cfg.task) if cfg is not None else (onnx_task(path) or {})
     task = task or saved_task.get("name")
     if task is None:
         raise InputError(f"no task given and none recorded in {onnx}; pass --task")
@@ -61,21 +65,18 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
         except FileNotFoundError as exc:
             raise InputError(f"the motion the policy was trained on is gone: {exc}") from None
         overrides["motion_file"] = saved_task["motion_file"]
-    return PolicySource(ckpt, None if onnx is None else Path(onnx), task, overrides)
+    return PolicySource(path, ckpt, cfg, task, overrides)
 
 
-def checkpoint_policy(ckpt: dict, env: FunctionalEnv, task: str):
-    """The deterministic actor of a checkpoint, rebuilt from its saved config, for ``env`` (task ``task``).
+def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: str) -> Policy:
+    """The deterministic actor of a checkpoint, rebuilt from its training config ``cfg``, for ``env`` (task
+    ``task``).
 
     Only the actor's weights are loaded: the rest of a learner (FlashSAC's per-env noise and reward normaliser)
     is shaped by the training ``num_envs`` and would not fit an eval with another env count.
     """
-    from omegaconf import OmegaConf
-
     from torchrl_ext.learners import LEARNERS
-    from unilab.apps.config import TrainConfig
 
-    cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), ckpt["config"]))
     # Another task than the one trained on is allowed (a transfer eval), as long as the actor fits it.
     trained_on = cfg.task.name
     other_task = f"the checkpoint was trained on {trained_on} and does not fit {task}" if trained_on != task else None
@@ -98,9 +99,11 @@ def checkpoint_policy(ckpt: dict, env: FunctionalEnv, task: str):
     return actor
 
 
-def onnx_policy(path: Path, env: FunctionalEnv, task: str):
-    """An onnxruntime CPU session wrapped to take and return torch tensors on the env's device; refused before
-    any rollout when its input or output width does not fit ``task``."""
+def onnx_policy(path: Path, env: FunctionalEnv, task: str) -> Policy:
+    """An onnxruntime CPU session wrapped to take and return torch tensors on the env's device. Its interface is
+    checked before any rollout: one float32 input ``obs`` and one float32 output ``action``, each (batch, width)
+    with a free batch axis and the task's widths; then one call on a batch of the env's size, so a graph that
+    cannot run at that size fails here, in one line, rather than mid-rollout."""
     import onnxruntime as ort
 
     from torchrl_ext.export import INPUT_NAME, OUTPUT_NAME
@@ -111,27 +114,52 @@ def onnx_policy(path: Path, env: FunctionalEnv, task: str):
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as exc:
         raise InputError(f"cannot load onnx policy {path}: {type(exc).__name__}: {exc}") from exc
-    widths = (session.get_inputs()[0].shape[-1], session.get_outputs()[0].shape[-1])
     spec = env.spec()
-    wanted = (spec.obs_dims["policy"], spec.action_dim)
-    if widths != wanted:
-        origin = onnx_origin(path) or {}
-        trained_on = origin.get("task", {}).get("name", "another task")
-        raise InputError(
-            f"{path} takes {widths[0]} observations and gives {widths[1]} actions, but {task} has {wanted[0]} and "
-            f"{wanted[1]}: the policy was trained on {trained_on}"
-        )
+    _check_onnx_port(path, session.get_inputs(), INPUT_NAME, "input", spec.obs_dims["policy"], task)
+    _check_onnx_port(path, session.get_outputs(), OUTPUT_NAME, "output", spec.action_dim, task)
     device = env.device
 
     def policy(obs: torch.Tensor) -> torch.Tensor:
         out = session.run([OUTPUT_NAME], {INPUT_NAME: obs.detach().float().cpu().numpy()})[0]
         return torch.as_tensor(out, device=device)
 
+    try:
+        trial = policy(torch.zeros(env.num_envs, spec.obs_dims["policy"]))
+    except Exception as exc:  # onnxruntime's own failure (out of memory, an op it cannot run at this size)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"onnx policy {path} fails on a batch of {env.num_envs}: {first}") from None
+    if tuple(trial.shape) != (env.num_envs, spec.action_dim):
+        raise InputError(f"onnx policy {path} answers a batch of {env.num_envs} with shape {tuple(trial.shape)}")
     return policy
 
 
-def onnx_origin(path: Path) -> dict | None:
-    """The task an exported policy was trained on, from the metadata ``train`` writes into ``policy.onnx``."""
+def _check_onnx_port(path: Path, ports: list, name: str, kind: str, width: int, task: str) -> None:
+    """One input or output of an exported policy as ``train`` writes it: ``name``, float32, (free batch, width)."""
+    names = [port.name for port in ports]
+    if names != [name]:
+        raise InputError(f"onnx policy {path} has {kind}s {names}; a policy has one {kind}, {name!r}")
+    port = ports[0]
+    if port.type != "tensor(float)":
+        raise InputError(f"onnx policy {path}: its {kind} {name!r} is {port.type}, not tensor(float)")
+    shape = port.shape
+    if not isinstance(shape, list) or len(shape) != 2:
+        raise InputError(f"onnx policy {path}: its {kind} {name!r} has shape {shape}, not (batch, {width})")
+    if isinstance(shape[0], int):
+        raise InputError(
+            f"onnx policy {path}: its {kind} {name!r} has a fixed batch of {shape[0]}; export it with a free one"
+        )
+    if shape[1] != width:
+        trained_on = (onnx_task(path) or {}).get("name", "another task")
+        what = "observations" if kind == "input" else "actions"
+        raise InputError(
+            f"{path} {'takes' if kind == 'input' else 'gives'} {shape[1]} {what}, but {task} has {width}: the policy "
+            f"was trained on {trained_on}"
+        )
+
+
+def onnx_task(path: Path) -> dict | None:
+    """The task an exported policy was trained on (its name and motion file), from the metadata ``train`` writes
+    into ``policy.onnx``; None for a file without it."""
     from torchrl_ext.export import read_metadata
 
     if not path.is_file():
@@ -142,4 +170,4 @@ def onnx_origin(path: Path) -> dict | None:
         raise InputError(f"cannot read onnx policy {path}: {type(exc).__name__}: {exc}") from exc
     if "task" not in metadata:
         return None
-    return {"task": {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None}}
+    return {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None}

@@ -1,0 +1,57 @@
+"""A checkpoint's stored config from another version: keys this version lacks are left out (eval and play work, as
+resume does); a value of the wrong type or an algorithm this version lacks is refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_eval import tiny_run  # noqa: F401  (the fixture)
+
+from unilab.apps import eval as eval_cli
+from unilab.apps import play as play_cli
+from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
+
+FAST = ["--num-envs", "2", "--episode-s", "0.1"]
+
+
+def _edited(tiny_run: Path, tmp_path: Path, edit) -> Path:  # noqa: F811
+    ckpt = load_checkpoint(tiny_run / "model_3.pt")
+    edit(ckpt["config"])
+    return save_checkpoint(ckpt, tmp_path / "model_3.pt")
+
+
+def test_keys_from_another_version_are_left_out(tiny_run: Path, tmp_path: Path) -> None:  # noqa: F811
+    def newer(config: dict) -> None:
+        config["algo"]["a_later_setting"] = 3
+        config["a_later_group"] = {"x": 1}
+
+    result = eval_cli.main(["--checkpoint", str(_edited(tiny_run, tmp_path, newer)), *FAST])
+    assert result["iteration"] == 3 and result["task"] == "g1_walk_flat"
+
+
+@pytest.mark.parametrize("command", ["eval", "play"])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["algo"].update(num_atoms="many"), "algo.num_atoms is not one this version reads"),
+        (lambda c: c["algo"].update(name="ppo"), "was trained with algo 'ppo', which this version lacks"),
+    ],
+    ids=["wrong-type", "unknown-algo"],
+)
+def test_a_stored_config_this_version_cannot_read_is_refused_in_one_line(
+    tiny_run: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    command: str,
+    edit,
+    message: str,
+) -> None:
+    path = str(_edited(tiny_run, tmp_path, edit))
+    with pytest.raises(SystemExit) as exit_info:
+        if command == "eval":
+            eval_cli.main(["--checkpoint", path, *FAST])
+        else:
+            play_cli.main(["--checkpoint", path, "--seconds", "0.1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err

@@ -36,9 +36,17 @@ def motion_files(spec: MotionSpec) -> list[Path]:
             found = sorted(path.glob("*.npz"))
             if not found:
                 raise FileNotFoundError(f"motion directory holds no .npz clip: {path}")
+            # A directory, a broken or looping link or a pipe can carry the name too; none is a clip to read.
+            odd = [entry for entry in found if not entry.is_file()]
+            if odd:
+                raise MotionFileError(
+                    f"{odd[0]} in motion directory {path} is not a file (a directory, a broken link or a special file)"
+                )
             files += found
         elif path.is_file():
             files.append(path)
+        elif path.exists() or path.is_symlink():
+            raise MotionFileError(f"motion file {path} is not a regular file (a broken link or a special file)")
         else:
             raise FileNotFoundError(f"motion file not found: {path}")
     repeated = sorted({f.stem for f in files if [g.stem for g in files].count(f.stem) > 1})

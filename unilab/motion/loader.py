@@ -26,6 +26,7 @@ numpy is used only while reading; everything returned is a float32 torch tensor 
 
 from __future__ import annotations
 
+import math
 import zipfile
 import zlib
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ QUAT_NORM_TOLERANCE = 1e-2
 """Largest accepted | |q| - 1 |: loose enough for float16 storage, tight enough to catch non-quaternions."""
 
 FPS_RANGE = (1.0, 1000.0)
+MAX_VALUES_PER_FRAME = 4096
+"""Values one array may hold per frame (a humanoid clip has under 100): a header that claims more is not a clip."""
 """Accepted source frame rates: outside it a file is mislabelled (a duration, a period), not a motion."""
 
 MAX_FRAMES = 3600 * CONTROL_FPS
@@ -180,17 +183,17 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
     return archive
 
 
-def _header_shape(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[int, ...]:
-    """An array's shape from its ``.npy`` header alone, without decompressing the data."""
+def _header(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> tuple[tuple[int, ...], np.dtype]:
+    """An array's shape and dtype from its ``.npy`` header alone, without decompressing the data."""
     member = f"{key}.npy" if f"{key}.npy" in archive.zip.namelist() else key
     try:
         with archive.zip.open(member) as handle:
             major, _ = np.lib.format.read_magic(handle)
             read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            shape, _, _ = read_header(handle)
+            shape, _, dtype = read_header(handle)
     except (*_DAMAGED, ValueError) as err:
         raise _fail(path, f"key '{key}' has an unreadable array header ({err})") from err
-    return shape
+    return shape, dtype
 
 
 def _read_array(path: Path, archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
@@ -209,19 +212,41 @@ def _planned_frames(path: Path, archive: np.lib.npyio.NpzFile) -> int:
     missing = [key for key in _REQUIRED_KEYS if key not in present]
     if missing:
         raise _fail(path, f"missing key(s) {', '.join(repr(k) for k in missing)}; found {sorted(present)}")
+    shape, dtype = _header(path, archive, "fps")  # read in full below: its header must not make that large
+    if shape not in ((), (1,)):
+        raise _fail(path, f"key 'fps' must be a number (shape () or (1,)), got {dtype} of shape {shape}")
     fps = _read_fps(path, _read_array(path, archive, "fps"))
-    frames = _header_shape(path, archive, "joint_pos")[:1]
+    frames = _header(path, archive, "joint_pos")[0][:1]
     if not frames:
         return 0
     _check_frame_budget(path, frames[0], fps)
+    _check_array_sizes(path, archive, frames[0])
     return _resampled_frames(frames[0], fps)
+
+
+def _used_keys(archive: np.lib.npyio.NpzFile) -> list[str]:
+    return [key for key in (*_REQUIRED_KEYS, *_NAME_KEYS) if key in archive.files]
+
+
+def _check_array_sizes(path: Path, archive: np.lib.npyio.NpzFile, frames: int) -> None:
+    """Every array a clip is built from, sized by its header before any is decompressed: a header may claim any
+    shape, and the file's size says nothing of what its arrays inflate to."""
+    limit = max(frames, 1) * MAX_VALUES_PER_FRAME * 8  # bytes, as float64
+    for key in _used_keys(archive):
+        shape, dtype = _header(path, archive, key)
+        size = math.prod(shape) * dtype.itemsize
+        if size > limit:
+            raise _fail(
+                path,
+                f"key '{key}' claims shape {shape} of {dtype} ({size / 2**20:.0f} MiB): more than "
+                f"{MAX_VALUES_PER_FRAME} values per frame of the clip's {frames} frames",
+            )
 
 
 def _read_used(path: Path, archive: np.lib.npyio.NpzFile) -> dict[str, np.ndarray]:
     """The arrays a clip is built from, and only those, once their sizes are known to be sane."""
     _planned_frames(path, archive)
-    used = [key for key in (*_REQUIRED_KEYS, *_NAME_KEYS) if key in archive.files]
-    return {key: _read_array(path, archive, key) for key in used}
+    return {key: _read_array(path, archive, key) for key in _used_keys(archive)}
 
 
 def _resampled_frames(frames: int, fps: float) -> int:
@@ -242,7 +267,8 @@ def _check_frame_budget(path: Path, frames: int, fps: float) -> None:
 
 
 def _read_fps(path: Path, value: np.ndarray) -> float:
-    if value.shape not in ((), (1,)) or not np.issubdtype(value.dtype, np.number):
+    real = np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)
+    if value.shape not in ((), (1,)) or not real:
         raise _fail(path, f"key 'fps' must be a number (shape () or (1,)), got {value.dtype} of shape {value.shape}")
     fps = float(value.reshape(()))
     low, high = FPS_RANGE

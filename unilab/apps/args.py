@@ -7,6 +7,7 @@ before any work; tracebacks are left for bugs.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -52,7 +53,7 @@ def resolve_sim_device(prog: str, sim: str, device: str | None) -> str:
         fail(prog, str(exc))
 
 
-def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None) -> None:
+def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = None, need_bytes: int = 0) -> None:
     """Make sure ``path`` can take a command's output before the command works for it: a directory (``suffix``
     None) that exists or can be made, or a file ending in ``suffix`` whose directory exists or can be made.
     Creating that directory now is no loss: the command would create it at the end anyway."""
@@ -73,3 +74,17 @@ def check_output(prog: str, path: Path | None, flag: str, suffix: str | None = N
             pass
     except OSError as exc:
         fail(prog, f"{flag} {path}: cannot write in {folder} ({exc.strerror or exc})")
+    try:
+        check_room(folder, need_bytes)
+    except InputError as exc:
+        fail(prog, f"{flag} {path}: {exc}")
+
+
+def check_room(folder: Path, need_bytes: int) -> None:
+    """``InputError`` unless ``folder``'s disk has ``need_bytes`` free: a write probe passes on a full disk, and the
+    command would find out only once its work is done."""
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise InputError(
+            f"only {free / 2**20:.1f} MiB free in {folder}, and this writes about {need_bytes / 2**20:.1f} MiB"
+        )

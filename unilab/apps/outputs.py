@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
-from unilab.apps.args import InputError
+from unilab.apps.args import InputError, check_room
 
 PLACEHOLDER = b'{"status": "running"}\n'
+ROOM_BYTES = 1 << 20  # what a summary needs at the most, with room to spare
 
 
 class OutputClaims:
@@ -47,6 +48,7 @@ class OutputClaims:
                 raise InputError(f"{target} already exists: {self.hint} replaces it")
             return  # replaced by rename once the result is written
         target.parent.mkdir(parents=True, exist_ok=True)
+        check_room(target.parent, ROOM_BYTES)
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
         except FileExistsError:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail
+from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
 from unilab.apps.config import MAX_PLAY_SECONDS
 from unilab.apps.policy import REFUSALS, Policy, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of
@@ -42,6 +42,9 @@ from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 TRACK_BODY = "pelvis"
 COLLISION_GROUP = 3
 CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
+# What a second of H.264 video takes per pixel of frame, at the control rate (50 frames): a generous estimate, about
+# a fiftieth of the raw RGB frames, so that a disk too full for the video is refused before the rendering.
+VIDEO_BYTES_PER_PIXEL_SECOND = 3.0
 
 
 def _offscreen_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
@@ -281,7 +284,14 @@ def main(argv: list[str] | None = None) -> Path:
     if args.out is not None and args.out.suffix and args.out.suffix.lower() != ".mp4" and not args.out.is_dir():
         fail(parser.prog, f"--out {args.out} must be a directory or end in .mp4")
     is_video = args.out is not None and args.out.suffix.lower() == ".mp4"
-    check_output(parser.prog, args.out, "--out", ".mp4" if is_video else None)
+    video_bytes = round(args.seconds * VIDEO_BYTES_PER_PIXEL_SECOND * args.width * args.height)
+    check_output(parser.prog, args.out, "--out", ".mp4" if is_video else None, need_bytes=video_bytes)
+    beside = Path(args.checkpoint if args.checkpoint is not None else args.onnx).parent
+    if args.out is None and beside.is_dir():  # the video goes beside the policy file
+        try:
+            check_room(beside, video_bytes)
+        except InputError as exc:
+            fail(parser.prog, exc)
     check_output(parser.prog, args.still, "--still", ".png")
     try:
         path = play(

@@ -17,6 +17,7 @@ from unilab.apps.args import InputError
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint, saved_config
 from unilab.apps.config import TrainConfig
 from unilab.apps.resources import InsufficientMemoryError
+from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
 from unilab.tasks.registry import list_tasks
@@ -24,7 +25,7 @@ from unilab.tasks.registry import list_tasks
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
 # What a command that runs a policy reports as one line (``args.fail``) rather than a traceback.
-REFUSALS = (InputError, CheckpointError, MotionFileError, InsufficientMemoryError)
+REFUSALS = (InputError, CheckpointError, MotionFileError, InsufficientMemoryError, DiskFullError)
 
 
 class PolicySource(NamedTuple):

@@ -70,6 +70,12 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
     """Refuse a directory that already holds a run (a summary or checkpoints), unless this run continues it from
     its latest checkpoint and it did not complete. Anything else would overwrite later work: resuming an older
     checkpoint there, or a completed run, is refused rather than redirected, and the message says where to go."""
+    for name in (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME):
+        if (run_dir / name).exists() and not (run_dir / name).is_file():
+            raise ValueError(
+                f"training.log_dir={run_dir}: {name} is not a file (a directory or a special file), where a run "
+                "writes one; remove it or choose a new directory"
+            )
     links = planted_links(run_dir)
     if links:
         raise ValueError(

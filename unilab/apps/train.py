@@ -21,6 +21,7 @@ from unilab.apps.config import TrainConfig
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
 from unilab.apps.training_run import TrainingRun
+from unilab.core.files import DiskFullError
 from unilab.tasks.registry import list_tasks
 
 
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
         summary = training.run()
     except RankLost as exc:
         lost_rank(parser.prog, exc)
+    except DiskFullError as exc:  # the summary says so too, if there was room for it
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     if training.world.leader:
         print(next_steps(training, summary))
     if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
@@ -149,4 +153,6 @@ def main(argv: list[str] | None = None) -> None:
     if summary.status == "interrupted" and summary.stopped_by:  # the shell's convention for death by a signal
         raise SystemExit(128 + signal.Signals[summary.stopped_by])
     if summary.status != "completed":
+        if summary.error:
+            print(f"{parser.prog}: error: {summary.error}", file=sys.stderr)
         raise SystemExit(1)

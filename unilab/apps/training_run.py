@@ -43,6 +43,7 @@ from unilab.apps.run_dir import (
 from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, process_age_s
 from unilab.apps.watchdog import StallWatchdog
+from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.tasks.registry import make_functional_env
 
@@ -157,8 +158,6 @@ class TrainingRun:
                 raise
             finally:
                 result = self._finish()
-            if cfg.training.export_onnx and world.leader:
-                self._export()
         # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
         if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
             self._playback(result)
@@ -243,6 +242,8 @@ class TrainingRun:
                 progress.last_checkpoint = self._save()
             if progress.status == "completed" or self._stopping:  # every rank is here; after a failure one may not be
                 self._compare_weights()
+            if self.cfg.training.export_onnx and self.world.leader and progress.status != "failed":
+                self._export()  # before the summary: a run whose policy could not be written has not completed
         except Exception as exc:  # e.g. a sticky CUDA error: keep the first error, still write the summary
             late = f"{type(exc).__name__}: {exc}"
             progress.status = "failed"
@@ -250,7 +251,10 @@ class TrainingRun:
         if self.logger is not None:
             self.logger.close()
         result = self._summary(progress.status)
-        self._publish(result)
+        try:
+            self._publish(result)
+        except DiskFullError as exc:  # nothing more can be saved; say so rather than lose the reason too
+            print(f"train: error: {exc}", file=sys.stderr)
         return result
 
     def _compare_weights(self) -> None:

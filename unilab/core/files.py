@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+# What a write that ran out of room raises: no space, over the file-size limit, over the quota.
+_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+# Free bytes under which a failed write is put down to a full disk even when the writer (torch's serializer, say)
+# replaced the OSError with its own message.
+_NEARLY_FULL = 1 << 20
+
+
+class DiskFullError(OSError):
+    """A write that found no room: the message says which file and how much was free, in one line."""
+
+
+def _full_disk(exc: BaseException, folder: Path) -> str | None:
+    """Why a failed write ran out of room (the OSError's reason anywhere in its chain, or the disk's state), or
+    None for any other failure."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _FULL:
+            return seen.strerror or os.strerror(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    return "no space left on device" if free < _NEARLY_FULL else None
 
 
 def fsync_path(path: Path) -> None:
@@ -38,6 +65,12 @@ def replacing(path: Path, *, suffix_last: bool = False) -> Iterator[Path]:
         yield tmp
         fsync_path(tmp)
         os.replace(tmp, path)
+    except Exception as exc:
+        reason = _full_disk(exc, path.parent)
+        if reason is None:
+            raise
+        free = shutil.disk_usage(path.parent).free
+        raise DiskFullError(f"cannot write {path}: {reason} ({free / 2**20:.1f} MiB free there)") from None
     finally:
         tmp.unlink(missing_ok=True)  # after the rename there is nothing left to remove
     fsync_path(path.parent)

@@ -1,6 +1,8 @@
 """Benchmarks: ``python scripts/bench.py physics --sim mjwarp --num-envs 2048,8192``."""
 
-from unilab.apps.bench import main
+import sys
+
+from unilab.apps.cli import main
 
 if __name__ == "__main__":
-    main()
+    main(["bench", *sys.argv[1:]])

@@ -1,6 +1,8 @@
 """``python scripts/eval.py --checkpoint logs/.../model_100.pt`` (same as the ``unilab eval`` command)."""
 
-from unilab.apps.eval import main
+import sys
+
+from unilab.apps.cli import main
 
 if __name__ == "__main__":
-    main()
+    main(["eval", *sys.argv[1:]])

@@ -1,6 +1,8 @@
 """``python scripts/play.py --checkpoint logs/.../model_100.pt`` (same as the ``unilab play`` command)."""
 
-from unilab.apps.play import main
+import sys
+
+from unilab.apps.cli import main
 
 if __name__ == "__main__":
-    main()
+    main(["play", *sys.argv[1:]])

@@ -7,11 +7,28 @@ before any work; tracebacks are left for bugs.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
+
+# MUJOCO_GL values MuJoCo accepts on Linux; any other makes ``import mujoco`` raise.
+MUJOCO_GL_VALUES = ("", "egl", "osmesa", "glx", "glfw", "enable", "enabled", "on", "true", "1")
+MUJOCO_GL_OFF = ("disable", "disabled", "off", "false", "0")
+
+
+def check_environment(prog: str) -> None:
+    """The environment variables the commands depend on, checked before anything imports the library that reads
+    them: a bad ``MUJOCO_GL`` fails the import of mujoco, and an unusable ``WARP_CACHE_PATH`` Warp's first kernel
+    build, each as a traceback."""
+    gl = os.environ.get("MUJOCO_GL")
+    if gl is not None and gl.lower().strip() not in (*MUJOCO_GL_VALUES, *MUJOCO_GL_OFF):
+        fail(prog, f"MUJOCO_GL={gl!r} is not a backend MuJoCo knows: set egl, osmesa or glfw, or unset it")
+    cache = os.environ.get("WARP_CACHE_PATH")
+    if cache is not None:
+        check_output(prog, Path(cache), "WARP_CACHE_PATH")
 
 
 class InputError(ValueError):

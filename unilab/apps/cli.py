@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from unilab.apps.args import fail
+from unilab.apps.args import check_environment, fail
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     if argv[0] not in COMMANDS:
         fail("unilab", f"unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)} (unilab --help)")
+    check_environment(f"unilab {argv[0]}")
     if argv[0] == "list":
         if argv[1:] in (["-h"], ["--help"]):
             print(f"usage: unilab list\n\n{COMMANDS['list'][1]}")
@@ -57,3 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         print(list_everything())
         return
     importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+
+
+def train() -> None:
+    """Console command ``train``: the environment is checked before the training stack is imported."""
+    check_environment("train")
+    from unilab.apps.train import main as train_main
+
+    train_main()

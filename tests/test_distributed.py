@@ -74,7 +74,9 @@ def kill(ranks: list[subprocess.Popen]) -> None:
         process.communicate()
 
 
-def wait_for_iterations(summary: Path, count: int, ranks: list[subprocess.Popen], timeout: float = 90) -> None:
+def wait_for_iterations(summary: Path, count: int, ranks: list[subprocess.Popen], timeout: float = 300) -> None:
+    """Until rank 0's summary counts ``count`` iterations; ``timeout`` only bounds a broken run, so it leaves room for
+    two ranks starting at once on a loaded machine."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert all(process.poll() is None for process in ranks), "a rank ended early"

@@ -213,7 +213,12 @@ def _stop_from_outside(tmp_path: Path, overrides: list[str], signals: tuple[str,
 
 @pytest.mark.parametrize(
     ("signals", "group"),
-    [(("SIGHUP",), False), (("SIGINT", "SIGINT"), False), (("SIGINT",), True)],
+    # One process each; the hangup and the double Ctrl-C also reach a run in process, in the fast tests above.
+    [
+        pytest.param(("SIGHUP",), False, marks=pytest.mark.slow),
+        pytest.param(("SIGINT", "SIGINT"), False, marks=pytest.mark.slow),
+        (("SIGINT",), True),
+    ],
     ids=["hangup", "double-ctrl-c", "ctrl-c-to-the-group"],
 )
 def test_a_train_process_stopped_from_outside_keeps_its_work(

@@ -605,6 +605,7 @@ def test_a_logger_that_cannot_run_is_refused_before_any_work(tmp_path: Path, cap
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # 401 iterations: long by design, since a leak shows over many of them
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
 def test_a_long_run_holds_its_open_files_and_memory_flat(tmp_path: Path, monkeypatch) -> None:
     """Log points, checkpoints and their pruning every few iterations: what a run holds stops growing."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -14,6 +15,13 @@ from unilab.robots import g1
 
 if TYPE_CHECKING:  # imported for real only after unilab has chosen the GL backend
     import mujoco
+
+# One intra-op thread unless the caller chose a number: the suite's tensors are small, and on a machine whose cores
+# are busy with other work torch's OpenMP threads wait on each other (a 25-iteration test run took 9 s with two threads,
+# 1.4 s with one, on two shared cores). In the environment too, so that the processes tests start inherit it.
+if "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

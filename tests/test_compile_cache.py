@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 # The physics op inside a compiled function, as the env step holds it; prints Inductor's cache counters.
@@ -29,6 +31,7 @@ print(json.dumps(dict(counters["inductor"])))
 """
 
 
+@pytest.mark.slow  # two fresh processes, each compiling with Inductor (about half a minute on 2 cores)
 def test_a_second_process_hits_the_compile_cache_of_the_first(tmp_path: Path) -> None:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
 

@@ -258,21 +258,12 @@ def test_captured_step_replays_like_eager() -> None:
     backend.check_capacity()
 
 
-def test_mjwarp_on_the_cpu_says_it_compiles_once_and_hides_the_no_driver_warning() -> None:
-    code = (
-        "from unilab.robots import g1\n"
-        "from unilab.sim import make_backend\n"
-        "for _ in range(2):\n"
-        "    make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
-    assert "CUDA driver" not in done.stderr
-    assert done.stderr.count("the first run compiles its kernels") == 1
-
-
-def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_them() -> None:
-    """In a fresh process (module loads are per process): after construction every ``STEP_MODULES`` module has its
-    CPU variant loaded, a step loads no other variant of them, and each name still holds mujoco_warp kernels."""
+@pytest.fixture(scope="module")
+def fresh_mjwarp_cpu_process() -> subprocess.CompletedProcess:
+    """A fresh process (module loads are per process) that builds an mjwarp backend on the CPU, steps it once and
+    builds a second one. One process serves the two tests below: each fresh process pays Warp's module loads again.
+    It prints whether every ``STEP_MODULES`` module has kernels, had its CPU variant loaded by the construction,
+    and was left with the same variants by the step."""
     code = (
         "import torch, warp as wp\n"
         "from unilab.robots import g1\n"
@@ -283,12 +274,31 @@ def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_t
         "before = [set(m.execs) for m in modules]\n"
         "sim.step_(sim.initial_state(), torch.zeros(1, sim.model.nu))\n"
         "print(all(m.kernels for m in modules), all(before), before == [set(m.execs) for m in modules])\n"
+        "make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
-    assert done.stdout.split() == ["True", "True", "True"]
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_mjwarp_on_the_cpu_says_it_compiles_once_and_hides_the_no_driver_warning(
+    fresh_mjwarp_cpu_process: subprocess.CompletedProcess,
+) -> None:
+    stderr = fresh_mjwarp_cpu_process.stderr
+    assert "CUDA driver" not in stderr
+    assert stderr.count("the first run compiles its kernels") == 1
+
+
+def test_mjwarp_loads_the_step_modules_before_the_first_step_and_the_step_uses_them(
+    fresh_mjwarp_cpu_process: subprocess.CompletedProcess,
+) -> None:
+    """After construction every ``STEP_MODULES`` module has its CPU variant loaded, a step loads no other variant
+    of them, and each name still holds mujoco_warp kernels."""
+    assert fresh_mjwarp_cpu_process.stdout.split() == ["True", "True", "True"]
+
+
+# Slow on the CPU: two fresh processes, each paying Warp's module loads (the GPU tests run the CUDA case).
+@pytest.mark.parametrize(
+    "device", [pytest.param("cpu", marks=pytest.mark.slow), pytest.param("cuda", marks=pytest.mark.gpu)]
+)
 def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load(device: str) -> None:
     """In a fresh process: once ``begin_kernel_build`` has run (the next physics call waits for it), a step of
     two worlds loads no Warp module that was not loaded before it; without the build the same step loads the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +23,14 @@ if TYPE_CHECKING:  # imported for real only after unilab has chosen the GL backe
 if "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
+
+
+# ``train`` leaves a stop signal alone when the process was started ignoring it (nohup's SIGHUP, a background job's
+# SIGINT), so how the suite itself was started would decide what the signal tests see. They start from the
+# dispositions of a foreground job instead, here and in the processes they start (an ignored signal is inherited).
+for _signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(_signum, signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,13 +4,16 @@ when it makes no terrain, and built into the scene so that rays and both backend
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import mujoco
 import numpy as np
 import pytest
 import torch
+from tensordict import TensorDict
 
 from unilab.assets import G1_FLAT_SCENE
+from unilab.mdp.terrain import height_scan, scan_pattern
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
 
@@ -50,7 +53,9 @@ def test_each_type_follows_its_rows_difficulty() -> None:
     # Spawn origins: each tile's centre, on its surface.
     platform = terrain.origins[2, SMALL.types.index("pyramid_stairs")]
     assert platform[2] == pytest.approx(0.5) and terrain.origins[2, 0, 2] == 0.0
-    assert np.allclose(terrain.origins[:, :, 2], terrain.height_at(terrain.origins[..., 0], terrain.origins[..., 1]))
+    assert np.allclose(
+        terrain.origins[..., 2], terrain.height_at(terrain.origins[..., 0], terrain.origins[..., 1]), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,27 +76,68 @@ def test_a_grid_that_makes_no_terrain_is_refused_in_one_line(change: dict, messa
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_rays_on_the_built_scene_meet_the_map() -> None:
-    """The scene's height field is the map: a ray cast straight down by C MuJoCo lands on the map's height at every
-    sample it is aimed at (exact there) and at every spawn origin."""
-    terrain = generate(SMALL)
-    model = terrain_model(G1_FLAT_SCENE, terrain)
+def _ray_heights(model: mujoco.MjModel, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Where a ray cast straight down by C MuJoCo meets the terrain, at every point ``(x, y)``."""
     data = mujoco.MjData(model)
     mujoco.mj_forward(model, data)
     terrain_group = np.array([1, 0, 0, 0, 0, 0], dtype=np.uint8)  # the robot's geoms are group 3
-    rng = np.random.default_rng(0)
-    ny, nx = terrain.heights.shape
-    cells = np.stack([rng.integers(1, ny - 1, 200), rng.integers(1, nx - 1, 200)], axis=-1)
-    width, depth = terrain.size
-    points = [(j * SMALL.horizontal_scale - width / 2, i * SMALL.horizontal_scale - depth / 2) for i, j in cells]
-    points += [tuple(origin[:2]) for origin in terrain.origins.reshape(-1, 3)]
     geom = np.zeros(1, dtype=np.int32)
-    for x, y in points:
+    hits = []
+    for px, py in zip(x.ravel(), y.ravel(), strict=True):
         distance = mujoco.mj_ray(
-            model, data, np.array([x, y, 10.0]), np.array([0.0, 0.0, -1.0]), terrain_group, 1, -1, geom
+            model, data, np.array([px, py, 10.0]), np.array([0.0, 0.0, -1.0]), terrain_group, 1, -1, geom
         )
         assert model.geom(geom[0]).name == "terrain"
-        assert 10.0 - distance == pytest.approx(float(terrain.height_at(x, y)), abs=1e-4), (x, y)
+        hits.append(10.0 - distance)
+    return np.array(hits).reshape(x.shape)
+
+
+def test_the_map_is_the_surface_rays_meet_everywhere() -> None:
+    """The scene's height field is the map, between samples too: rays by C MuJoCo land on ``height_at`` at random
+    points of every tile (the random one's cells are not planar) and at every spawn origin."""
+    terrain = generate(SMALL)
+    model = terrain_model(G1_FLAT_SCENE, terrain)
+    width, depth = terrain.size
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-width / 2, width / 2, 400), terrain.origins[..., 0].ravel()])
+    y = np.concatenate([rng.uniform(-depth / 2, depth / 2, 400), terrain.origins[..., 1].ravel()])
+    np.testing.assert_allclose(terrain.height_at(x, y), _ray_heights(model, x, y), atol=1e-5, rtol=0)
+
+
+def test_the_height_scan_reads_what_rays_would() -> None:
+    """The scan term (a lookup, no ray cast) against C MuJoCo's ``mj_ray`` on the same scene, for bodies at random
+    places and headings over every type of tile: the body's height above the surface at every point of the
+    yaw-turned 17 x 11 pattern."""
+    terrain = generate(SMALL)
+    model = terrain_model(G1_FLAT_SCENE, terrain)
+    width, depth = terrain.size
+    rng = np.random.default_rng(1)
+    n = 8
+    inside = (width / 2 - 1.0, depth / 2 - 1.0)  # the whole pattern over the map
+    base = np.stack([rng.uniform(-inside[0], inside[0], n), rng.uniform(-inside[1], inside[1], n)], axis=-1)
+    yaw = rng.uniform(-np.pi, np.pi, n)
+    z = terrain.height_at(base[:, 0], base[:, 1]) + 0.8
+    quat = np.stack([np.cos(yaw / 2), np.zeros(n), np.zeros(n), np.sin(yaw / 2)], axis=-1)
+    state = TensorDict(
+        {
+            "sim": {
+                "xpos": torch.tensor(np.concatenate([base, z[:, None]], axis=-1), dtype=torch.float32)[:, None],
+                "xquat": torch.tensor(quat, dtype=torch.float32)[:, None],
+            }
+        },
+        batch_size=[],
+    )
+    pattern = scan_pattern()
+    heights = torch.tensor(terrain.heights)
+    ctx = SimpleNamespace(body_ids={"pelvis": 0})
+    scan = height_scan(state, ctx, heights, SMALL.horizontal_scale, pattern, "pelvis", clip=10.0).numpy()
+    assert scan.shape == (n, 187)
+    c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
+    px, py = pattern[:, 0].numpy()[None], pattern[:, 1].numpy()[None]
+    x, y = base[:, :1] + c * px - s * py, base[:, 1:] + s * px + c * py
+    np.testing.assert_allclose(scan, z[:, None] - _ray_heights(model, x, y), atol=1e-4, rtol=0)
+    clipped = height_scan(state, ctx, heights, SMALL.horizontal_scale, pattern, "pelvis", clip=0.5)
+    assert float(clipped.abs().max()) == 0.5
 
 
 @pytest.mark.slow

@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
+
+from unilab.mdp.terrain import surface_height
 
 MAX_SAMPLES = 4096 * 4096
 """Height samples one map may hold: 64 MiB of float32 in the model, and a grid of about 400 m square at 0.1 m."""
@@ -81,21 +84,11 @@ class Terrain:
         return (nx - 1) * self.config.horizontal_scale, (ny - 1) * self.config.horizontal_scale
 
     def height_at(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The surface height under world points ``(x, y)``, bilinear between samples: exact at the samples and
-        wherever a cell's four corners lie in one plane (flat ground, the stairs' treads, the slopes' faces). MuJoCo
-        splits each cell into two triangles, so inside a cell that is not planar the two differ."""
-        scale = self.config.horizontal_scale
-        width, depth = self.size
-        u = np.clip((np.asarray(x) + width / 2) / scale, 0, self.heights.shape[1] - 1)
-        v = np.clip((np.asarray(y) + depth / 2) / scale, 0, self.heights.shape[0] - 1)
-        i0, j0 = np.floor(v).astype(int), np.floor(u).astype(int)
-        i1 = np.minimum(i0 + 1, self.heights.shape[0] - 1)
-        j1 = np.minimum(j0 + 1, self.heights.shape[1] - 1)
-        fv, fu = v - i0, u - j0
-        h = self.heights
-        top = h[i0, j0] * (1 - fu) + h[i0, j1] * fu
-        bottom = h[i1, j0] * (1 - fu) + h[i1, j1] * fu
-        return top * (1 - fv) + bottom * fv
+        """The surface height under world points ``(x, y)``, between samples as MuJoCo's height field has it
+        (``unilab.mdp.terrain.surface_height``)."""
+        heights = torch.from_numpy(self.heights.astype(np.float64))
+        as_tensor = [torch.as_tensor(np.asarray(value, dtype=np.float64)) for value in (x, y)]
+        return surface_height(heights, self.config.horizontal_scale, *as_tensor).numpy()
 
 
 def _centred(n: int, scale: float) -> np.ndarray:

@@ -1,0 +1,67 @@
+"""Terms over a terrain's height map: the surface height under any point, and the height scan a policy sees.
+
+The map is a tensor of heights on a regular grid (``heights[y, x]``, samples ``scale`` apart, centred on the world
+origin), as ``unilab.terrain`` generates it and the scene's height field holds it. The surface between samples is
+MuJoCo's: each cell is two triangles split along the diagonal from its (-x, -y) corner to its (+x, +y) corner. So a
+lookup here lands where a ray cast onto the height field would, exactly, with a gather of four samples per point and
+no ray cast: it runs inside the captured step like any other tensor arithmetic.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from unilab.context import EnvContext
+from unilab.core.math import quat_yaw
+
+
+def surface_height(heights: torch.Tensor, scale: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The height of the surface under world points ``(x, y)`` (any matching shapes); points past the map's edge
+    read its edge."""
+    ny, nx = heights.shape
+    u = ((x + (nx - 1) * scale / 2) / scale).clamp(0, nx - 1)
+    v = ((y + (ny - 1) * scale / 2) / scale).clamp(0, ny - 1)
+    # The cell's lower corner; on the last sample the cell before it, at its far side.
+    j = u.floor().clamp(max=nx - 2).long()
+    i = v.floor().clamp(max=ny - 2).long()
+    fu, fv = u - j, v - i
+    flat = heights.reshape(-1)
+    h00 = flat[i * nx + j]
+    h10 = flat[i * nx + j + 1]  # +x
+    h01 = flat[(i + 1) * nx + j]  # +y
+    h11 = flat[(i + 1) * nx + j + 1]
+    below = h00 + (h10 - h00) * fu + (h11 - h10) * fv  # the triangle on the +x side of the diagonal
+    above = h00 + (h01 - h00) * fv + (h11 - h01) * fu
+    return torch.where(fu >= fv, below, above)
+
+
+def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> torch.Tensor:
+    """Points of a regular grid ``size`` metres long (x) and wide (y) centred on the origin, ``resolution`` apart:
+    (points, 2). The defaults give mjlab's 17 x 11 = 187 points."""
+    nx, ny = (round(extent / resolution) + 1 for extent in size)
+    xs = (torch.arange(nx) - (nx - 1) / 2) * resolution
+    ys = (torch.arange(ny) - (ny - 1) / 2) * resolution
+    grid_x, grid_y = torch.meshgrid(xs, ys, indexing="xy")
+    return torch.stack([grid_x.reshape(-1), grid_y.reshape(-1)], dim=-1)
+
+
+def height_scan(
+    state: TensorDict,
+    ctx: EnvContext,
+    heights: torch.Tensor,
+    scale: float,
+    pattern: torch.Tensor,
+    body: str,
+    clip: float = 1.0,
+) -> torch.Tensor:
+    """How far ``body`` stands above the surface at each point of ``pattern``, the pattern turned with the body's
+    yaw and centred under it: (N, points), clipped to ``[-clip, clip]``. Level ground under a standing body reads its
+    height everywhere; a step up ahead reads less there."""
+    pos = state["sim", "xpos"][:, ctx.body_ids[body]]
+    yaw = quat_yaw(state["sim", "xquat"][:, ctx.body_ids[body]])
+    cos, sin = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    px, py = pattern[:, 0], pattern[:, 1]
+    x = pos[:, :1] + cos * px - sin * py
+    y = pos[:, 1:2] + sin * px + cos * py
+    return (pos[:, 2:3] - surface_height(heights, scale, x, y)).clamp(-clip, clip)

@@ -4,6 +4,7 @@ when it makes no terrain, and built into the scene so that rays and both backend
 from __future__ import annotations
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import mujoco
@@ -171,3 +172,11 @@ def test_both_backends_step_robots_on_every_type_alike() -> None:
     torch.testing.assert_close(final["mjwarp"][:, 2], final["mujoco"][:, 2], atol=1e-2, rtol=0)
     standing = final["mujoco"][:, 2] - origins[:, 2]  # the pelvis above its tile's surface, as on flat ground
     assert torch.all((standing > 0.6) & (standing < 0.85)), standing
+
+
+def test_bench_physics_steps_robots_on_the_terrain(capsys: pytest.CaptureFixture) -> None:
+    from unilab.apps import bench
+
+    bench.main(["physics", "--terrain", "--sim", "mujoco", "--num-envs", "3", "--steps", "2"])
+    row = json.loads(capsys.readouterr().out)
+    assert row["scene"] == "terrain" and row["num_envs"] == 3 and row["eager_steps_per_sec"] > 0

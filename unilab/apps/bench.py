@@ -23,17 +23,31 @@ import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
+from unilab.assets import G1_FLAT_SCENE
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
-from unilab.sim import BACKENDS, SimBackend, SimConfig, backend_device, default_backend, make_backend, state_shapes
+from unilab.sim import (
+    BACKENDS,
+    SimBackend,
+    SimCapacityError,
+    SimConfig,
+    backend_device,
+    default_backend,
+    make_backend,
+    state_shapes,
+)
+from unilab.terrain import TerrainConfig, generate, terrain_model
 
 
-def stand_state(backend: SimBackend, seed: int) -> dict[str, torch.Tensor]:
-    """A state with every world at the stand keyframe and a small random root velocity, so worlds differ."""
+def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """A state with every world at the stand keyframe and a small random root velocity, so worlds differ; with
+    ``origins`` (k, 3), world ``i`` stands at origin ``i mod k`` (a terrain's tiles)."""
     gen = torch.Generator().manual_seed(seed)
     n, model = backend.num_worlds, backend.model
-    qpos = torch.tensor(model.key_qpos[0], dtype=torch.float32).expand(n, -1)
+    qpos = torch.tensor(model.key_qpos[0], dtype=torch.float32).repeat(n, 1)
+    if origins is not None:
+        qpos[:, :3] += origins[torch.arange(n) % origins.shape[0]]
     qvel = torch.zeros(n, model.nv)
     qvel[:, :6] = torch.rand(n, 6, generator=gen) - 0.5
     state = backend.initial_state()
@@ -97,11 +111,22 @@ def check_physics_memory(sim: str, num_envs: int, device: str | None, config: Si
     check_fits(parts, backend_device(sim, device), f"lower --num-envs ({num_envs} worlds of at least {each} each)")
 
 
-def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig) -> dict:
-    backend = make_backend(sim, g1.load_model(), num_envs, device=device, config=config)
+def bench_physics(
+    sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig, terrain: bool = False
+) -> dict:
+    """The G1 standing, stepped at the stand targets; with ``terrain`` on the default rough-terrain grid (one height
+    field), the worlds spread over its tiles' centres, instead of the flat scene's plane."""
+    origins = None
+    if terrain:
+        grid = generate(TerrainConfig())
+        model = terrain_model(G1_FLAT_SCENE, grid)
+        origins = torch.as_tensor(grid.origins.reshape(-1, 3), dtype=torch.float32)
+    else:
+        model = g1.load_model()
+    backend = make_backend(sim, model, num_envs, device=device, config=config)
     dev = backend.device
     ctrl = stand_ctrl(backend)
-    state = stand_state(backend, seed=0)
+    state = stand_state(backend, seed=0, origins=origins)
 
     def step() -> None:
         backend.step_(state, ctrl)
@@ -110,13 +135,14 @@ def bench_physics(sim: str, num_envs: int, steps: int, device: str | None, confi
     eager = _rate(step, steps, num_envs, dev)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
-        state = stand_state(backend, seed=0)
+        state = stand_state(backend, seed=0, origins=origins)
         replay = capture_replay(step, dev)
         captured = _rate(replay, steps, num_envs, dev)
     backend.check_capacity()
     return {
         "bench": "physics",
         "sim": sim,
+        "scene": "terrain" if terrain else "flat",
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "num_envs": num_envs,
@@ -364,7 +390,8 @@ def _positive_counts(parser: argparse.ArgumentParser, text: str) -> list[int]:
     return counts
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> ArgumentParser:
+    """The subcommands and their options."""
     parser = ArgumentParser(prog="unilab bench", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
     phys = sub.add_parser("physics", help="control steps/s of the physics backend, eager and CUDA-graph captured")
@@ -376,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
     phys.add_argument("--ls-iterations", type=int, default=None)
     phys.add_argument("--nconmax", type=int, default=SimConfig.nconmax)
     phys.add_argument("--njmax", type=int, default=SimConfig.njmax)
+    phys.add_argument("--terrain", action="store_true", help="on the rough-terrain grid (one height field)")
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, num_envs="2048,8192")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
@@ -392,6 +420,11 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("--replays", type=int, default=50, help="replays per timing and per kernel trace")
     prof.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
     prof.add_argument("overrides", nargs="*", help="Hydra overrides applied after the workload's")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.bench == "profile":
         from unilab.apps.attribution import attribution_table
@@ -443,6 +476,11 @@ def main(argv: list[str] | None = None) -> None:
         for n in sizes:
             print(json.dumps(bench(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
         return
+    _run_physics(parser, args, sim, sizes)
+
+
+def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, sizes: list[int]) -> None:
+    """``bench physics``: its solver options checked, every size's memory checked, then each size measured."""
     given = {
         "--nconmax": args.nconmax,
         "--njmax": args.njmax,
@@ -461,4 +499,7 @@ def main(argv: list[str] | None = None) -> None:
         except InsufficientMemoryError as exc:
             parser.error(str(exc))
     for n in sizes:
-        print(json.dumps(bench_physics(sim, n, args.steps, args.device, config)), flush=True)
+        try:
+            print(json.dumps(bench_physics(sim, n, args.steps, args.device, config, args.terrain)), flush=True)
+        except SimCapacityError as exc:  # a result of the sizes chosen, said as such
+            parser.error(f"{n} worlds: {exc}")

@@ -53,12 +53,15 @@ def _summary_status(run_dir: Path) -> str | None:
         return None
 
 
+# The files a run writes under fixed names, each replaced by rename (the lock aside, opened without following links).
+RUN_FILES = (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME)
+
+
 def planted_links(run_dir: Path) -> list[Path]:
     """Links under the names a run writes that a writer outside this project would follow (TorchRL's CSV logger
     appends to ``scalars/<name>.csv``); this project's own files are replaced by rename or opened without following
     links, whatever is planted."""
-    names = (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME, SCALARS_DIRNAME)
-    links = [run_dir / name for name in names if (run_dir / name).is_symlink()]
+    links = [run_dir / name for name in (*RUN_FILES, SCALARS_DIRNAME) if (run_dir / name).is_symlink()]
     scalars = run_dir / SCALARS_DIRNAME
     if scalars.is_dir() and not scalars.is_symlink():
         for folder, dirs, files in os.walk(scalars):  # a linked folder is listed, never entered
@@ -70,7 +73,7 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
     """Refuse a directory that already holds a run (a summary or checkpoints), unless this run continues it from
     its latest checkpoint and it did not complete. Anything else would overwrite later work: resuming an older
     checkpoint there, or a completed run, is refused rather than redirected, and the message says where to go."""
-    for name in (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME):
+    for name in RUN_FILES:
         if (run_dir / name).exists() and not (run_dir / name).is_file():
             raise ValueError(
                 f"training.log_dir={run_dir}: {name} is not a file (a directory or a special file), where a run "

@@ -22,19 +22,24 @@ class DiskFullError(OSError):
     """A write that found no room: the message says which file and how much was free, in one line."""
 
 
-def _full_disk(exc: BaseException, folder: Path) -> str | None:
-    """Why a failed write ran out of room (the OSError's reason anywhere in its chain, or the disk's state), or
-    None for any other failure."""
+def _full_disk(exc: BaseException, path: Path) -> DiskFullError | None:
+    """The failed write of ``path`` as a ``DiskFullError`` if it ran out of room (an OSError's reason anywhere in
+    its chain, or a disk left nearly full), None for any other failure."""
+    reason = None
     seen: BaseException | None = exc
-    while seen is not None:
+    while seen is not None and reason is None:
         if isinstance(seen, OSError) and seen.errno in _FULL:
-            return seen.strerror or os.strerror(seen.errno)
+            reason = seen.strerror or os.strerror(seen.errno)
         seen = seen.__cause__ or seen.__context__
     try:
-        free = shutil.disk_usage(folder).free
+        free = shutil.disk_usage(path.parent).free
     except OSError:
         return None
-    return "no space left on device" if free < _NEARLY_FULL else None
+    if reason is None and free < _NEARLY_FULL:
+        reason = "no space left on device"
+    return (
+        None if reason is None else DiskFullError(f"cannot write {path}: {reason} ({free / 2**20:.1f} MiB free there)")
+    )
 
 
 def fsync_path(path: Path) -> None:
@@ -66,11 +71,10 @@ def replacing(path: Path, *, suffix_last: bool = False) -> Iterator[Path]:
         fsync_path(tmp)
         os.replace(tmp, path)
     except Exception as exc:
-        reason = _full_disk(exc, path.parent)
-        if reason is None:
+        full = _full_disk(exc, path)
+        if full is None:
             raise
-        free = shutil.disk_usage(path.parent).free
-        raise DiskFullError(f"cannot write {path}: {reason} ({free / 2**20:.1f} MiB free there)") from None
+        raise full from None
     finally:
         tmp.unlink(missing_ok=True)  # after the rename there is nothing left to remove
     fsync_path(path.parent)

@@ -125,10 +125,11 @@ class EnvRunner:
         device).
         Diverged envs raise nothing: the env has reset them, and the count is reported.
         """
-        counts = {name: int(count) for name, count in self.health().items()} if health is None else health
-        bad = counts["nonfinite_actions"]
+        if health is None:  # one read of all four
+            health = dict(zip(HEALTH, torch.stack(list(self.health().values())).tolist(), strict=True))
+        bad = health["nonfinite_actions"]
         if bad:
             raise NonFiniteActionError(f"{bad} env-step rows had non-finite actions (replaced by zeros)")
         self.env.sim.check_capacity(
-            {"contacts": counts["contact_overflows"], "constraints": counts["constraint_overflows"]}
+            {"contacts": health["contact_overflows"], "constraints": health["constraint_overflows"]}
         )

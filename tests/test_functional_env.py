@@ -287,9 +287,11 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
 
 
 @pytest.mark.gpu
-def test_captured_runner_matches_eager_on_cuda() -> None:
-    env = make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=64, device="cuda")
-    weight = torch.randn(100, 29, device="cuda", generator=torch.Generator("cuda").manual_seed(0)) * 0.1
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_rough"])
+def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
+    env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda")
+    seeded = torch.Generator("cuda").manual_seed(0)
+    weight = torch.randn(env.obs_dims["policy"], 29, device="cuda", generator=seeded) * 0.1
 
     def policy(obs):
         return torch.tanh(obs["policy"] @ weight)
@@ -316,7 +318,7 @@ def assert_laid_out(spec, state) -> None:
         assert state[key].shape == spec[key].shape and state[key].dtype == spec[key].dtype, key
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking", "g1_walk_flat_rand"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking", "g1_walk_flat_rand", "g1_walk_rough"])
 def test_every_state_has_the_declared_layout(task: str) -> None:
     env = make_functional_env(task, sim="mujoco", num_envs=3, episode_length_s=0.1)
     spec = env.state_spec()

@@ -14,7 +14,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.assets import G1_FLAT_SCENE
-from unilab.mdp.terrain import height_scan, scan_pattern
+from unilab.mdp.terrain import HeightMap, height_scan, scan_pattern
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
 
@@ -131,13 +131,13 @@ def test_the_height_scan_reads_what_rays_would() -> None:
     pattern = scan_pattern()
     heights = torch.tensor(terrain.heights)
     ctx = SimpleNamespace(body_ids={"pelvis": 0})
-    scan = height_scan(state, ctx, heights, SMALL.horizontal_scale, pattern, "pelvis", clip=10.0).numpy()
+    scan = height_scan(state, ctx, HeightMap(heights, SMALL.horizontal_scale), pattern, "pelvis", clip=10.0).numpy()
     assert scan.shape == (n, 187)
     c, s = np.cos(yaw)[:, None], np.sin(yaw)[:, None]
     px, py = pattern[:, 0].numpy()[None], pattern[:, 1].numpy()[None]
     x, y = base[:, :1] + c * px - s * py, base[:, 1:] + s * px + c * py
     np.testing.assert_allclose(scan, z[:, None] - _ray_heights(model, x, y), atol=1e-4, rtol=0)
-    clipped = height_scan(state, ctx, heights, SMALL.horizontal_scale, pattern, "pelvis", clip=0.5)
+    clipped = height_scan(state, ctx, HeightMap(heights, SMALL.horizontal_scale), pattern, "pelvis", clip=0.5)
     assert float(clipped.abs().max()) == 0.5
 
 

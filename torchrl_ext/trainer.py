@@ -130,8 +130,9 @@ class LogPoint:
 
 class Report(NamedTuple):
     """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
-    the episodes finished and the mean reward terms per env step since the previous log point; and the ``health``
-    counters since the start (``unilab.envs.runner.HEALTH``)."""
+    the episodes finished and the mean reward terms per env step since the previous log point, and the curricula's
+    task-level values as they stand (``curriculum_<name>``); and the ``health`` counters since the start
+    (``unilab.envs.runner.HEALTH``)."""
 
     metrics: dict[str, float]
     episodes: dict[str, float]
@@ -195,6 +196,10 @@ class OffPolicyTrainer:
             {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
         )
         self._term_names = list(spec.reward_terms)
+        # The curricula's task-level values (a penalty scale, a mean terrain level), logged as they stand.
+        self._curriculum_names = [
+            name for name, value in env.curricula.initial_state(env.ctx).items() if value.ndim == 0
+        ]
         self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
         self._term_steps = 0
 
@@ -284,6 +289,7 @@ class OffPolicyTrainer:
         parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
         parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
         parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
+        parts.update({f"curriculum/{name}": self.runner.state["task", name] for name in self._curriculum_names})
         parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
         # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
         flat = torch.stack([value.double() for value in parts.values()])
@@ -308,6 +314,7 @@ class OffPolicyTrainer:
         episodes = {}
         if point.term_steps:
             episodes = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
+        episodes.update({f"curriculum_{name}": values[f"curriculum/{name}"] for name in self._curriculum_names})
         count = values["episodes/count"]
         if count > 0:
             episodes.update(

@@ -251,6 +251,7 @@ def bench_drift(task: str, sim: str, num_envs: int, steps: int, device: str | No
 CANONICAL_WORKLOADS = {
     "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
     "flashsac": ["--algo", "flashsac", "--task", "g1_motion_tracking"],
+    "sac_rough": ["--algo", "sac", "--task", "g1_walk_rough"],
 }
 CANONICAL_OVERRIDES = [
     "algo.max_iterations=160",

@@ -32,11 +32,11 @@ from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
+from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.randomization import Randomization, randomize
 from unilab.envs.runner import EnvRunner
-from unilab.sim import load_model
-from unilab.tasks.registry import list_tasks, make_functional_env, make_task
+from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
 from unilab.tasks.task import Threshold
 
 
@@ -201,6 +201,16 @@ SUITE_HELP = (
     "push: shoves of 0.5-1 m/s every 2-4 s; friction: floor friction 0.3-1.2; payload: 0-3 kg on the torso; "
     "latency: actuation delay of 0 to one control step; finer_physics: half the physics step (sim-to-sim)"
 )
+# Terrain suites: one terrain type (or a pair, up and down) at the terrain's hardest row, for a task on terrain.
+TERRAIN_SUITES = {
+    "stairs_up": ("pyramid_stairs",),
+    "stairs_down": ("pyramid_stairs_inv",),
+    "slope": ("pyramid_slope", "pyramid_slope_inv"),
+    "rough": ("random_rough",),
+}
+TERRAIN_SUITE_HELP = (
+    "stairs_up, stairs_down, slope (up and down), rough: that terrain alone at its hardest row (tasks on terrain)"
+)
 PUSHES = Randomization(push_speed=(0.5, 1.0), push_every_s=(2.0, 4.0))
 FRICTION = Randomization(friction=(0.3, 1.2))
 PAYLOAD = Randomization(payload_kg=(0.0, 3.0))
@@ -222,7 +232,9 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
     if suite == "nominal":
         return overrides
     base = make_task(task, **overrides)
-    timestep = base.physics.timestep or load_model(base.scene).opt.timestep
+    if suite in TERRAIN_SUITES:
+        return {**overrides, **_terrain_suite(task, base, TERRAIN_SUITES[suite])}
+    timestep = base.physics.timestep or task_model(base).opt.timestep
     if suite == "finer_physics":
         finer = dataclasses.replace(base.physics, timestep=timestep / 2, substeps=base.physics.substeps * 2)
         return {**overrides, "physics": finer}
@@ -236,6 +248,21 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
         raise InputError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
     perturbed = randomize(base, ranges[suite])
     return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
+
+
+def _terrain_suite(task: str, base: TaskConfig, types: tuple[str, ...]) -> dict[str, Any]:
+    """The factory arguments that put every env of ``task`` on ``types`` at the terrain's last row."""
+    if base.terrain is None:
+        raise InputError(f"task {task} walks on a flat floor; the terrain suites need a task on terrain")
+    missing = {"terrain", "terrain_level"} - override_names(task)
+    if missing:
+        raise InputError(f"task {task} has a terrain but its factory takes no {' or '.join(sorted(missing))}")
+    return {"terrain": dataclasses.replace(base.terrain, types=types), "terrain_level": base.terrain.rows - 1}
+
+
+def suites_of(task: str) -> list[str]:
+    """Every suite that applies to ``task``: the perturbations, and the terrain suites on terrain."""
+    return [*SUITES, *(TERRAIN_SUITES if make_task(task).terrain is not None else ())]
 
 
 def _meets(thresholds: Mapping[str, Threshold], figures: dict[str, Any]) -> bool:
@@ -349,10 +376,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--suite",
         nargs="+",
         default=["nominal"],
-        choices=(*SUITES, "all"),
+        choices=(*SUITES, *TERRAIN_SUITES, "all"),
         metavar="SUITE",
-        help=f"one or more of {', '.join(SUITES)}, or all; each writes eval_summary_<policy>_<suite>.json (nominal: "
-        "eval_summary_<policy>.json; a series also eval_series[_<suite>].json); " + SUITE_HELP,
+        help=f"one or more of {', '.join((*SUITES, *TERRAIN_SUITES))}, or all (those that apply to the task); each "
+        "writes eval_summary_<policy>_<suite>.json (nominal: eval_summary_<policy>.json; a series also "
+        f"eval_series[_<suite>].json); {SUITE_HELP}; {TERRAIN_SUITE_HELP}",
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
@@ -361,8 +389,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = resolve_sim_device(parser.prog, args.sim, args.device)
     check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
-    suites = list(SUITES) if "all" in args.suite else list(dict.fromkeys(args.suite))
     try:
+        suites = list(dict.fromkeys(args.suite))
+        if "all" in args.suite:
+            first = args.checkpoint[0] if args.checkpoint else None
+            suites = suites_of(policy_source(first, args.onnx if first is None else None, args.task).task)
         claims = OutputClaims(planned_outputs(args.checkpoint or [args.onnx], args.out, suites), args.force, "--force")
         with claims:
             results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}

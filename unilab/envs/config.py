@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
@@ -20,7 +21,8 @@ from unilab.managers.terms import (
     RewardTerm,
     TerminationTerm,
 )
-from unilab.sim import SimConfig
+from unilab.sim import SimConfig, load_model
+from unilab.terrain import TerrainConfig, generate, terrain_model
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,9 @@ class TaskConfig:
 
     ``observations`` maps group name (``policy``, ``critic``) to ordered terms; the group
     widths follow from the terms. ``obs_noise`` switches the terms' noise on or off as a
-    whole (off for evaluation).
+    whole (off for evaluation). ``terrain`` replaces the scene's floor by a generated terrain; the terms that read
+    the ground (spawn, height scan, feet, falls) carry its height map, so a terrain is chosen through the task's
+    factory, which builds both together.
     """
 
     name: str
@@ -46,10 +50,20 @@ class TaskConfig:
     curricula: dict[str, CurriculumTerm] = field(default_factory=dict)
     penalty_scale_key: StateKey | None = None
     obs_noise: bool = True
+    terrain: TerrainConfig | None = None
 
     def __post_init__(self) -> None:
         if not self.episode_length_s > 0:
             raise ValueError(f"task {self.name}: episode_length_s must be > 0, got {self.episode_length_s}")
+
+
+def task_model(task: TaskConfig) -> mujoco.MjModel:
+    """The task's compiled scene, its terrain built in, with the task's solver settings applied."""
+    if task.terrain is None:
+        return load_model(task.scene, task.physics)
+    model = terrain_model(task.scene, generate(task.terrain))
+    task.physics.apply(model)
+    return model
 
 
 def on_device(params: Mapping[str, Any], device: torch.device) -> dict[str, Any]:

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 from unilab.context import ACTION_DELAY
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import TaskConfig, task_model
 from unilab.managers.terms import EventTerm
 from unilab.mdp import events, randomization
-from unilab.sim import MODEL_PARAMS, load_model
+from unilab.sim import MODEL_PARAMS
 
 Range = tuple[float, float]
 
@@ -82,7 +82,7 @@ def randomize(task: TaskConfig, ranges: Randomization) -> TaskConfig:
     needs_body = ranges.payload_kg is not None or ranges.com_offset_m is not None
     if needs_body and body is None:
         raise ValueError(f"Randomization.payload_kg/com_offset_m: robot {task.robot.name} names no payload_body")
-    model = load_model(task.scene, task.physics)
+    model = task_model(task)
     if needs_body and body not in {model.body(i).name for i in range(model.nbody)}:
         raise ValueError(f"Randomization: payload_body {body!r} of robot {task.robot.name} is not in its model")
     control_dt = model.opt.timestep * task.physics.substeps

@@ -18,6 +18,7 @@ results; two snapshots evolve independently.
 
 from __future__ import annotations
 
+import mujoco
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
@@ -50,6 +51,12 @@ class UniLabEnv(EnvBase):
             shape=(n,),
             device=core.device,
         )
+
+    @property
+    def mj_model(self) -> mujoco.MjModel:
+        """The scene the envs run, as a C ``MjModel`` (its terrain included): for renderers, viewers and
+        ``mujoco.MjData`` of one's own. Shared with the backend: copy it before changing it."""
+        return self.core.sim.model
 
     @property
     def state(self) -> TensorDict | None:

@@ -1,4 +1,5 @@
-"""Curriculum terms: ``(state, ctx, done, **params) -> {("task", key): scalar}``."""
+"""Curriculum terms: ``(state, ctx, done, **params) -> {state key: new value}`` after every step, before the
+finished envs reset: task-level scalars, or per-env entries the next reset reads."""
 
 from __future__ import annotations
 
@@ -37,3 +38,32 @@ def penalty_scale_by_episode_length(
     factor = torch.where(avg < down_threshold, 1.0 - rate, torch.where(avg > up_threshold, 1.0 + rate, 1.0))
     new_scale = torch.where(n_done > 0, (scale * factor).clamp(min_scale, max_scale), scale)
     return {("task", "mean_episode_length"): avg, ("task", "penalty_scale"): new_scale}
+
+
+def terrain_levels(
+    state: TensorDict,
+    ctx: EnvContext,
+    done: torch.Tensor,
+    origins: torch.Tensor,
+    tile_size: float,
+    command: str,
+    episode_length_s: float,
+    short_fraction: float = 0.5,
+) -> dict:
+    """Move each finished env a terrain row up when it walked off its tile's half-width from the centre, and a row
+    down when it walked less than ``short_fraction`` of what its command asked over a whole episode (and did not
+    move up); never below the first row. A level past the last row is left for the spawn event to redraw.
+
+    The mean level over envs (past the last row counted as the last) is ``state["task", "terrain_level_mean"]``.
+    """
+    level = state["env", "terrain_level"]
+    rows, cols = origins.shape[:2]
+    column = torch.arange(ctx.num_envs, device=level.device) % cols
+    origin = origins[level.long().clamp(0, rows - 1), column, :2]
+    walked = torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
+    asked = torch.linalg.vector_norm(state["env", command][:, :2], dim=-1) * episode_length_s
+    up = walked > tile_size / 2
+    down = (walked < short_fraction * asked) & ~up
+    moved = (level + up.float() - down.float()).clamp(min=0.0)
+    new = torch.where(done, moved, level)
+    return {("env", "terrain_level"): new, ("task", "terrain_level_mean"): new.clamp(max=rows - 1).mean()}

@@ -14,6 +14,7 @@ from tensordict import TensorDict
 from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
+from unilab.mdp.terrain import HeightMap
 
 
 def reset_to_default_pose(
@@ -59,3 +60,39 @@ def push_root(
     kick = speed * torch.cat((torch.cos(angle), torch.sin(angle)), dim=-1)
     qvel = state["sim", "qvel"]
     return {("sim", "qvel"): torch.cat((qvel[:, :2] + kick, qvel[:, 2:]), dim=-1)}
+
+
+def spawn_on_terrain(
+    state: TensorDict,
+    ctx: EnvContext,
+    mask: torch.Tensor,
+    rng: torch.Tensor,
+    ground: HeightMap,
+    origins: torch.Tensor,
+    max_init_level: int,
+    level: int | None = None,
+    lift: float = 0.02,
+) -> dict:
+    """Carry the pose an earlier event drew (about the world origin) onto the env's tile, standing ``lift`` above
+    the surface under the root.
+
+    ``origins`` (rows, cols, 3) are the tiles' centres; env ``i`` walks column ``i % cols`` (the types in equal
+    shares) at row ``state["env", "terrain_level"]``, which this event owns. A level below 0 (an env never placed)
+    starts at a row drawn from 0 to ``max_init_level``; a level past the last row (the curriculum's mark of a
+    mastered grid) restarts anywhere, so such envs keep seeing every difficulty. ``level`` pins every env to one row
+    (eval at one difficulty)."""
+    n = ctx.num_envs
+    rows, cols = origins.shape[:2]
+    current = state["env", "terrain_level"]
+    u = uniform(rng, 0, (n, 2), 0.0, 1.0)
+    start = (u[:, 0] * (min(max_init_level, rows - 1) + 1)).floor()
+    anywhere = (u[:, 1] * rows).floor()
+    new = torch.where(current < 0, start, torch.where(current >= rows, anywhere, current))
+    if level is not None:
+        new = torch.full_like(current, float(level))
+    column = torch.arange(n, device=current.device) % cols
+    origin = origins[new.long().clamp(0, rows - 1), column]
+    qpos = state["sim", "qpos"].clone()
+    qpos[:, :2] += origin[:, :2]
+    qpos[:, 2] += ground(qpos[:, 0], qpos[:, 1]) + lift
+    return {("sim", "qpos"): qpos, ("env", "terrain_level"): new}

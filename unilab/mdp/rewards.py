@@ -7,6 +7,7 @@ from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
+from unilab.mdp.terrain import HeightMap, height_above_ground
 
 
 def alive(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
@@ -71,8 +72,11 @@ def feet_phase_height_exp(
     foot_pos_sensors: tuple[str, str],
     swing_height: float,
     sigma: float,
+    ground: HeightMap | None = None,
 ) -> torch.Tensor:
-    """exp(-sum_feet (z_foot - h(phase))^2 / sigma): feet follow the gait clock's height profile."""
+    """exp(-sum_feet (z_foot - h(phase))^2 / sigma): feet follow the gait clock's height profile, measured from
+    z = 0, or on a terrain from the surface under each foot, so a swing clears a step as it clears flat ground."""
     target = swing_height_target(state["env", phase], swing_height)
-    z = torch.stack([sensor(state, ctx, name)[:, 2] for name in foot_pos_sensors], dim=-1)
+    feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
+    z = feet[..., 2] if ground is None else height_above_ground(ground, feet)
     return torch.exp(-(z - target).square().sum(-1) / sigma)

@@ -7,6 +7,7 @@ from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
+from unilab.mdp.terrain import HeightMap, height_above_ground
 
 
 def time_out(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
@@ -19,5 +20,18 @@ def tilt_exceeds(state: TensorDict, ctx: EnvContext, upvector: str, limit: float
     return torch.acos(cos_tilt) > limit
 
 
-def root_height_below(state: TensorDict, ctx: EnvContext, min_height: float) -> torch.Tensor:
-    return state["sim", "qpos"][:, 2] < min_height
+def root_height_below(
+    state: TensorDict, ctx: EnvContext, min_height: float, ground: HeightMap | None = None
+) -> torch.Tensor:
+    """The root below ``min_height``: above the world's z = 0, or above the surface under it on a terrain."""
+    root = state["sim", "qpos"][:, :3]
+    height = root[:, 2] if ground is None else height_above_ground(ground, root)
+    return height < min_height
+
+
+def off_terrain(state: TensorDict, ctx: EnvContext, ground: HeightMap, margin: float) -> torch.Tensor:
+    """The root within ``margin`` of the terrain's edge, past which there is no ground: a truncation, since the
+    robot did nothing wrong by walking there."""
+    half_x, half_y = ground.half_extent
+    xy = state["sim", "qpos"][:, :2].abs()
+    return (xy[:, 0] > half_x - margin) | (xy[:, 1] > half_y - margin)

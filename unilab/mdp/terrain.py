@@ -9,6 +9,8 @@ no ray cast: it runs inside the captured step like any other tensor arithmetic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from tensordict import TensorDict
 
@@ -36,6 +38,27 @@ def surface_height(heights: torch.Tensor, scale: float, x: torch.Tensor, y: torc
     return torch.where(fu >= fv, below, above)
 
 
+@dataclass(frozen=True)
+class HeightMap:
+    """A terrain's height map as term params carry it: moved to the env's device once, when the env is built
+    (``to``), and read by every term that needs the ground under a point (spawn, scan, feet, falls)."""
+
+    heights: torch.Tensor  # (ny, nx) metres, centred on the world origin
+    scale: float  # metres between samples
+
+    def to(self, device: torch.device) -> HeightMap:
+        return HeightMap(self.heights.to(device), self.scale)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return surface_height(self.heights, self.scale, x, y)
+
+    @property
+    def half_extent(self) -> tuple[float, float]:
+        """Half the map's size along x and y: the ground ends there."""
+        ny, nx = self.heights.shape
+        return (nx - 1) * self.scale / 2, (ny - 1) * self.scale / 2
+
+
 def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> torch.Tensor:
     """Points of a regular grid ``size`` metres long (x) and wide (y) centred on the origin, ``resolution`` apart:
     (points, 2). The defaults give mjlab's 17 x 11 = 187 points."""
@@ -49,8 +72,7 @@ def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1
 def height_scan(
     state: TensorDict,
     ctx: EnvContext,
-    heights: torch.Tensor,
-    scale: float,
+    ground: HeightMap,
     pattern: torch.Tensor,
     body: str,
     clip: float = 1.0,
@@ -64,4 +86,16 @@ def height_scan(
     px, py = pattern[:, 0], pattern[:, 1]
     x = pos[:, :1] + cos * px - sin * py
     y = pos[:, 1:2] + sin * px + cos * py
-    return (pos[:, 2:3] - surface_height(heights, scale, x, y)).clamp(-clip, clip)
+    return (pos[:, 2:3] - ground(x, y)).clamp(-clip, clip)
+
+
+def scan_mirror_index(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> tuple[int, ...]:
+    """Where each point of ``scan_pattern(size, resolution)`` goes under the left-right mirror (y to -y): the same
+    column of the grid, the opposite row."""
+    nx, ny = (round(extent / resolution) + 1 for extent in size)
+    return tuple((ny - 1 - iy) * nx + ix for iy in range(ny) for ix in range(nx))
+
+
+def height_above_ground(ground: HeightMap, points: torch.Tensor) -> torch.Tensor:
+    """How high world ``points`` (..., 3) are above the surface under them."""
+    return points[..., 2] - ground(points[..., 0], points[..., 1])

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.torchrl_env import UniLabEnv
-from unilab.sim import default_backend, load_model, make_backend
+from unilab.sim import default_backend, make_backend
 from unilab.tasks.task import EvalMetrics, Task
 
 ENTRY_POINT_GROUP = "unilab.tasks"
@@ -132,7 +132,7 @@ def make_functional_env(
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     config = make_task(task, **overrides)
-    model = load_model(config.scene, config.physics)
+    model = task_model(config)
     backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.physics)
     return FunctionalEnv(config, backend)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from unilab.mdp.terrain import surface_height
+from unilab.mdp.terrain import HeightMap, surface_height
 
 MAX_SAMPLES = 4096 * 4096
 """Height samples one map may hold: 64 MiB of float32 in the model, and a grid of about 400 m square at 0.1 m."""
@@ -82,6 +82,10 @@ class Terrain:
         """The map's extent in x and y."""
         ny, nx = self.heights.shape
         return (nx - 1) * self.config.horizontal_scale, (ny - 1) * self.config.horizontal_scale
+
+    def height_map(self) -> HeightMap:
+        """The map as the terrain terms read it."""
+        return HeightMap(torch.from_numpy(self.heights), self.config.horizontal_scale)
 
     def height_at(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The surface height under world points ``(x, y)``, between samples as MuJoCo's height field has it

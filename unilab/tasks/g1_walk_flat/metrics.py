@@ -35,13 +35,16 @@ def score(
     ``commands`` (T, N, 3) is (vx, vy, wz) in the pelvis frame, matching ``lin_vel_xy`` (T, N, 2) from the
     pelvis-local velocity sensor and ``yaw_rate`` (T, N) from the torso gyro, the same signals the rewards use.
     ``failed`` (N,) marks envs whose first episode ended by a failure termination rather than the time-out.
+    ``distance_walked`` is the mean path length of the first episodes, in metres.
     """
     lin = torch.linalg.vector_norm(commands[..., :2] - lin_vel_xy, dim=-1)
     yaw = (commands[..., 2] - yaw_rate).abs()
+    path = (torch.linalg.vector_norm(lin_vel_xy, dim=-1) * active.float()).sum(0) * dt
     return {
         "fall_rate": float(failed.float().mean()),
         "lin_vel_error": active_mean(lin, active),
         "yaw_rate_error": active_mean(yaw, active),
+        "distance_walked": float(path.mean()),
         **episode_lengths(episode_length, dt),
     }
 

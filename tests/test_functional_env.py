@@ -289,6 +289,11 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_rough"])
 def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
+    """Captured and eager steps agree from the same states (the pure core makes that possible).
+
+    GPU contact kernels sum with atomics, so two eager steps from one state may already differ: on the plane by
+    ~1e-7, on height fields by whole contacts (measured on the H200: rewards 0.7 apart in 2 of 256 envs). So the
+    comparison is over the envs whose two eager steps agree, which must be most of them."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda")
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], 29, device="cuda", generator=seeded) * 0.1
@@ -296,18 +301,20 @@ def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
     def policy(obs):
         return torch.tanh(obs["policy"] @ weight)
 
-    # GPU contact kernels sum with atomics, so two runs part within a few steps (docs/functional_env.md): compare
-    # captured and eager on the same steps from the same states, which the pure core makes possible.
     captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)
     for _ in range(4):
         state, rng = captured.state.clone(), advance(captured.rng)
         expected_state, expected = env.step(state, policy(state["obs"]), rng)
+        again_state, again = env.step(state, policy(state["obs"]), rng)
         transition = captured.step()
         torch.cuda.synchronize()
-        torch.testing.assert_close(transition["next", "reward"], expected["next", "reward"], atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(
-            captured.state["obs", "policy"], expected_state["obs", "policy"], atol=1e-3, rtol=1e-3
-        )
+        reward, obs = expected["next", "reward"], expected_state["obs", "policy"]
+        stable = ((again["next", "reward"] - reward).abs() < 1e-6) & (again_state["obs", "policy"] - obs).abs().lt(
+            1e-5
+        ).all(-1)
+        assert int(stable.sum()) >= 56, f"only {int(stable.sum())} of 64 envs step alike twice eagerly"
+        torch.testing.assert_close(transition["next", "reward"][stable], reward[stable], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(captured.state["obs", "policy"][stable], obs[stable], atol=1e-3, rtol=1e-3)
     captured.check()
 
 

@@ -88,20 +88,26 @@ def _ray_heights(model: mujoco.MjModel, x: np.ndarray, y: np.ndarray) -> np.ndar
         distance = mujoco.mj_ray(
             model, data, np.array([px, py, 10.0]), np.array([0.0, 0.0, -1.0]), terrain_group, 1, -1, geom
         )
-        assert model.geom(geom[0]).name == "terrain"
+        assert model.geom(geom[0]).name.startswith("terrain")
         hits.append(10.0 - distance)
     return np.array(hits).reshape(x.shape)
 
 
-def test_the_map_is_the_surface_rays_meet_everywhere() -> None:
-    """The scene's height field is the map, between samples too: rays by C MuJoCo land on ``height_at`` at random
-    points of every tile (the random one's cells are not planar) and at every spawn origin."""
-    terrain = generate(SMALL)
+@pytest.mark.parametrize("layout", ["tiled", "single"])
+def test_the_map_is_the_surface_rays_meet_everywhere(layout: str) -> None:
+    """The scene is the map in either layout, between samples and across the pieces' seams too: rays by C MuJoCo
+    land on ``height_at`` at random points of every tile (the random one's cells are not planar), at every spawn
+    origin and along the lines where the tiled layout's pieces meet."""
+    terrain = generate(dataclasses.replace(SMALL, layout=layout))
     model = terrain_model(G1_FLAT_SCENE, terrain)
     width, depth = terrain.size
     rng = np.random.default_rng(0)
+    seams = terrain.origins[0, :, 0] + SMALL.tile_size / 2  # the x of each tile's right edge
+    along = rng.uniform(-depth / 2, depth / 2, (seams.size, 20))
     x = np.concatenate([rng.uniform(-width / 2, width / 2, 400), terrain.origins[..., 0].ravel()])
     y = np.concatenate([rng.uniform(-depth / 2, depth / 2, 400), terrain.origins[..., 1].ravel()])
+    x = np.concatenate([x, np.repeat(seams, 20) + rng.uniform(-0.05, 0.05, seams.size * 20)])
+    y = np.concatenate([y, along.ravel()])
     np.testing.assert_allclose(terrain.height_at(x, y), _ray_heights(model, x, y), atol=1e-5, rtol=0)
 
 
@@ -177,6 +183,6 @@ def test_both_backends_step_robots_on_every_type_alike() -> None:
 def test_bench_physics_steps_robots_on_the_terrain(capsys: pytest.CaptureFixture) -> None:
     from unilab.apps import bench
 
-    bench.main(["physics", "--terrain", "--sim", "mujoco", "--num-envs", "3", "--steps", "2"])
+    bench.main(["physics", "--terrain", "tiled", "--sim", "mujoco", "--num-envs", "3", "--steps", "2"])
     row = json.loads(capsys.readouterr().out)
-    assert row["scene"] == "terrain" and row["num_envs"] == 3 and row["eager_steps_per_sec"] > 0
+    assert row["scene"] == "terrain/tiled" and row["num_envs"] == 3 and row["eager_steps_per_sec"] > 0

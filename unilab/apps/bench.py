@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -37,7 +38,9 @@ from unilab.sim import (
     make_backend,
     state_shapes,
 )
-from unilab.terrain import TerrainConfig, generate, terrain_model
+from unilab.tasks.g1_walk_rough.config import TERRAIN as ROUGH_TERRAIN
+from unilab.terrain import generate, terrain_model
+from unilab.terrain.generator import LAYOUTS
 
 
 def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -112,13 +115,13 @@ def check_physics_memory(sim: str, num_envs: int, device: str | None, config: Si
 
 
 def bench_physics(
-    sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig, terrain: bool = False
+    sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig, terrain: str | None = None
 ) -> dict:
-    """The G1 standing, stepped at the stand targets; with ``terrain`` on the default rough-terrain grid (one height
-    field), the worlds spread over its tiles' centres, instead of the flat scene's plane."""
+    """The G1 standing, stepped at the stand targets; with ``terrain`` (a layout, ``unilab.terrain.scene``) on the
+    rough walk's terrain grid, the worlds spread over its tiles' centres, instead of the flat scene's plane."""
     origins = None
-    if terrain:
-        grid = generate(TerrainConfig())
+    if terrain is not None:
+        grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain))
         model = terrain_model(G1_FLAT_SCENE, grid)
         origins = torch.as_tensor(grid.origins.reshape(-1, 3), dtype=torch.float32)
     else:
@@ -142,7 +145,7 @@ def bench_physics(
     return {
         "bench": "physics",
         "sim": sim,
-        "scene": "terrain" if terrain else "flat",
+        "scene": f"terrain/{terrain}" if terrain else "flat",
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "num_envs": num_envs,
@@ -404,7 +407,9 @@ def _parser() -> ArgumentParser:
     phys.add_argument("--ls-iterations", type=int, default=None)
     phys.add_argument("--nconmax", type=int, default=SimConfig.nconmax)
     phys.add_argument("--njmax", type=int, default=SimConfig.njmax)
-    phys.add_argument("--terrain", action="store_true", help="on the rough-terrain grid (one height field)")
+    phys.add_argument(
+        "--terrain", choices=LAYOUTS, default=None, help="on the rough walk's terrain grid, in this layout"
+    )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, num_envs="2048,8192")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")

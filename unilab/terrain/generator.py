@@ -21,6 +21,7 @@ import torch
 
 from unilab.mdp.terrain import HeightMap, surface_height
 
+LAYOUTS = ("tiled", "single")
 MAX_SAMPLES = 4096 * 4096
 """Height samples one map may hold: 64 MiB of float32 in the model, and a grid of about 400 m square at 0.1 m."""
 
@@ -51,6 +52,7 @@ class TerrainConfig:
     slope_border: float = 0.25
     roughness: tuple[float, float] = (0.02, 0.1)  # the random surface's largest height
     roughness_step: float = 0.02  # the random surface's heights are multiples of this
+    layout: str = "tiled"  # how the scene holds the map (``LAYOUTS``, ``unilab.terrain.scene``)
 
     @property
     def cols(self) -> int:
@@ -191,6 +193,8 @@ def check(cfg: TerrainConfig) -> None:
     unknown = [name for name in cfg.types if name not in SUB_TERRAINS]
     if unknown:
         raise ValueError(f"unknown terrain type {unknown[0]!r}; known types: {', '.join(TERRAIN_TYPES)}")
+    if cfg.layout not in LAYOUTS:
+        raise ValueError(f"unknown terrain layout {cfg.layout!r}; known layouts: {', '.join(LAYOUTS)}")
     if not 0 <= cfg.seed < 2**63:
         raise ValueError(f"terrain seed must be in [0, 2**63), got {cfg.seed}")
     for what, taken in (

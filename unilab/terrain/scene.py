@@ -1,12 +1,22 @@
-"""A terrain built into a scene: the scene's floor plane replaced by one MuJoCo height field of the terrain's map.
+"""A terrain built into a scene: the scene's floor plane replaced by the terrain's map, in one of two layouts.
 
-One height field, not a geom per tile: the whole grid is a single geom for the broad phase, and MuJoCo's and
-MuJoCo Warp's height-field colliders test only the cells under a body. The model is built through ``MjSpec`` from
-the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the same compiled model.
+- ``single``: one MuJoCo height field of the whole map. One geom for the broad phase, but its elevation range is the
+  map's, so on every tile a robot's knees and arms sit inside the field's bounding box and go to the narrow phase.
+- ``tiled`` (the default): the map cut along the tile and border lines into pieces, each level piece a box and each
+  other piece a height field of its own samples and range. A robot meets only the pieces under it, and those only
+  with the geoms that reach down into their range; boxes take MuJoCo's box colliders instead of the height field's
+  convex path.
+
+Both layouts are exactly the map: adjacent pieces share their edge samples, every cell of the map lies in one piece,
+and each piece's cells split along the same diagonal as the map's, so ``unilab.mdp.terrain.surface_height`` reads
+what a ray cast onto either scene hits. The model is built through ``MjSpec`` from the terrain's data alone, so the C
+MuJoCo and the MuJoCo Warp backends are handed the same compiled model.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import mujoco
@@ -16,41 +26,74 @@ from unilab.terrain.generator import Terrain
 
 FLOOR = "floor"
 TERRAIN = "terrain"
-# The solid the height field stands on, below its lowest point: deep enough that no contact reaches its bottom.
+# The solid the terrain stands on, below its lowest point: deep enough that no contact reaches its bottom.
 BASE_DEPTH = 1.0
-# A flat map still needs an elevation range: MuJoCo scales the normalised samples by it.
+# A flat height field still needs an elevation range: MuJoCo scales the normalised samples by it.
 MIN_RANGE = 1e-3
 
 
-def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
-    """``scene`` (an MJCF with a geom named ``floor``) with that floor replaced by ``terrain``, keeping the floor's
-    contact settings and material."""
-    spec = mujoco.MjSpec.from_file(str(scene))
-    floor = spec.geom(FLOOR)
-    if floor is None:
-        raise ValueError(f"{scene} has no geom named {FLOOR!r} for the terrain to replace")
-    contype, conaffinity, material = floor.contype, floor.conaffinity, floor.material
-    spec.delete(floor)
-    heights = terrain.heights.astype(np.float64)
-    low, span = float(heights.min()), max(float(heights.max() - heights.min()), MIN_RANGE)
-    width, depth = terrain.size
+def _cuts(samples: int, border: int, tile: int, tiles: int) -> list[int]:
+    """Sample indices where the pieces along one axis meet: the border's inner edges and the tiles' edges."""
+    lines = {0, samples - 1, *(min(border + k * tile, samples - 1) for k in range(tiles + 1))}
+    return sorted(lines)
+
+
+def _pieces(terrain: Terrain) -> Iterator[tuple[str, np.ndarray, float, float]]:
+    """Each piece of the tiled layout: its name, its samples (edges included) and its centre's x and y."""
+    cfg, heights = terrain.config, terrain.heights.astype(np.float64)
+    ny, nx = heights.shape
+    scale = cfg.horizontal_scale
+    rows = _cuts(ny, cfg.border_samples, cfg.tile_samples, cfg.rows)
+    cols = _cuts(nx, cfg.border_samples, cfg.tile_samples, cfg.cols)
+    for i, (y0, y1) in enumerate(itertools.pairwise(rows)):
+        for j, (x0, x1) in enumerate(itertools.pairwise(cols)):
+            centre = ((x0 + x1) / 2 - (nx - 1) / 2) * scale, ((y0 + y1) / 2 - (ny - 1) / 2) * scale
+            yield f"{TERRAIN}_{i}_{j}", heights[y0 : y1 + 1, x0 : x1 + 1], *centre
+
+
+def _add_height_field(
+    spec: mujoco.MjSpec, name: str, heights: np.ndarray, centre: tuple[float, float], scale: float, floor
+) -> None:
+    low, span = float(heights.min()), max(float(np.ptp(heights)), MIN_RANGE)
     ny, nx = heights.shape
     spec.add_hfield(
-        name=TERRAIN,
-        size=[width / 2, depth / 2, span, BASE_DEPTH],
+        name=name,
+        size=[(nx - 1) * scale / 2, (ny - 1) * scale / 2, span, BASE_DEPTH],
         nrow=ny,
         ncol=nx,
         userdata=((heights - low) / span).ravel().tolist(),  # row 0 at -y, column 0 at -x, as the map's
     )
+    _add_geom(spec, name, floor, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name, pos=[*centre, low])
+
+
+def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
+    """A terrain geom with the floor's contact settings and material."""
     spec.worldbody.add_geom(
-        name=TERRAIN,
-        type=mujoco.mjtGeom.mjGEOM_HFIELD,
-        hfieldname=TERRAIN,
-        pos=[0.0, 0.0, low],
-        contype=contype,
-        conaffinity=conaffinity,
-        material=material,
+        name=name, contype=floor["contype"], conaffinity=floor["conaffinity"], material=floor["material"], **kwargs
     )
+
+
+def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
+    """``scene`` (an MJCF with a geom named ``floor``) with that floor replaced by ``terrain`` in its config's
+    ``layout``, keeping the floor's contact settings and material."""
+    spec = mujoco.MjSpec.from_file(str(scene))
+    geom = spec.geom(FLOOR)
+    if geom is None:
+        raise ValueError(f"{scene} has no geom named {FLOOR!r} for the terrain to replace")
+    floor = {"contype": geom.contype, "conaffinity": geom.conaffinity, "material": geom.material}
+    spec.delete(geom)
+    scale = terrain.config.horizontal_scale
+    if terrain.config.layout == "single":
+        _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, floor)
+        return spec
+    for name, heights, x, y in _pieces(terrain):
+        if np.ptp(heights) > 0:
+            _add_height_field(spec, name, heights, (x, y), scale, floor)
+            continue
+        ny, nx = heights.shape
+        top = float(heights[0, 0])
+        size = [(nx - 1) * scale / 2, (ny - 1) * scale / 2, BASE_DEPTH / 2]
+        _add_geom(spec, name, floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=[x, y, top - BASE_DEPTH / 2])
     return spec
 
 

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 from unilab.core.rng import advance, make_rng
 from unilab.envs.runner import EnvRunner, NonFiniteActionError
@@ -286,14 +287,21 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
         runner.check({name: int(count) for name, count in taken.items()})  # the counts handed over, not its own
 
 
+def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDict]) -> torch.Tensor:
+    """Envs whose step results differ: reward past 1e-4 or the next actor observation past 1e-3."""
+    reward = (a[1]["next", "reward"] - b[1]["next", "reward"]).abs() > 1e-4
+    return reward | ((a[0]["obs", "policy"] - b[0]["obs", "policy"]).abs() > 1e-3).any(-1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_rough"])
 def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
 
     GPU contact kernels sum with atomics, so two eager steps from one state may already differ: on the plane by
-    ~1e-7, on height fields by whole contacts (measured on the H200: rewards 0.7 apart in 2 of 256 envs). So the
-    comparison is over the envs whose two eager steps agree, which must be most of them."""
+    ~1e-7, on height fields by whole contacts (measured on the H200: 1 to 8 of 256 envs per step, rewards up to 0.7
+    apart). So on the plane every env must agree; on terrain the captured step may part from the eager one in no more
+    envs than a second eager step does, plus two; a broken capture parts in all of them."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda")
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], 29, device="cuda", generator=seeded) * 0.1
@@ -302,19 +310,19 @@ def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
         return torch.tanh(obs["policy"] @ weight)
 
     captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)
+    on_plane = task == "g1_walk_flat"
     for _ in range(4):
         state, rng = captured.state.clone(), advance(captured.rng)
-        expected_state, expected = env.step(state, policy(state["obs"]), rng)
-        again_state, again = env.step(state, policy(state["obs"]), rng)
+        expected = env.step(state, policy(state["obs"]), rng)
+        again = env.step(state, policy(state["obs"]), rng)
         transition = captured.step()
         torch.cuda.synchronize()
-        reward, obs = expected["next", "reward"], expected_state["obs", "policy"]
-        stable = ((again["next", "reward"] - reward).abs() < 1e-6) & (again_state["obs", "policy"] - obs).abs().lt(
-            1e-5
-        ).all(-1)
-        assert int(stable.sum()) >= 56, f"only {int(stable.sum())} of 64 envs step alike twice eagerly"
-        torch.testing.assert_close(transition["next", "reward"][stable], reward[stable], atol=1e-4, rtol=1e-4)
-        torch.testing.assert_close(captured.state["obs", "policy"][stable], obs[stable], atol=1e-3, rtol=1e-3)
+        eager_apart = int(_envs_apart(expected, again).sum())
+        captured_apart = int(_envs_apart(expected, (captured.state, transition)).sum())
+        bound = 0 if on_plane else eager_apart + 2
+        assert captured_apart <= bound, (
+            f"captured parts from eager in {captured_apart} envs, eager twice in {eager_apart}"
+        )
     captured.check()
 
 

@@ -20,6 +20,9 @@ from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionClips
 
 MAX_FPS = 30.0
+# The least the loop idles after a step, even when behind real time: the page's server shares the interpreter and
+# would not answer a new browser while the loop held it.
+MIN_IDLE_S = 0.002
 CLIP_KEY = ("env", "motion_clip")  # the clip each env of a tracking task plays
 
 
@@ -87,8 +90,8 @@ class LiveSession:
         return self.state["sim", "qpos"][self.shown_envs()].cpu().numpy()
 
     def run(self, stop: threading.Event) -> None:
-        """Step and draw until ``stop`` is set: each step takes ``dt / speed`` of wall time where the CPU keeps up,
-        and a step that ran late is not made up for by rushing the next ones."""
+        """Step and draw until ``stop`` is set: each step takes ``dt / speed`` of wall time where the CPU keeps up
+        (slower where it does not), and a step that ran late is not made up for by rushing the next ones."""
         dt = float(self.env.ctx.dt)
         next_step = last_frame = time.perf_counter()
         self.scene.show(self.qpos())
@@ -106,4 +109,4 @@ class LiveSession:
                 self.scene.show(self.qpos())
                 last_frame = now
             next_step = max(next_step + dt / self.controls.speed, now)
-            stop.wait(max(0.0, next_step - time.perf_counter()))
+            stop.wait(max(MIN_IDLE_S, next_step - time.perf_counter()))

@@ -177,7 +177,24 @@ def test_the_loop_pauses_resets_and_stops(server, onnx_path: Path) -> None:
     time.sleep(0.2)
     stop.set()
     thread.join(timeout=5)
-    assert not thread.is_alive() and session.steps > 0 and not controls.reset_requested
+    assert not thread.is_alive() and session.steps > 0 and not controls.reset_requested and session.error is None
+
+
+def test_a_failing_policy_ends_the_loop_with_its_error(server) -> None:
+    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=1)
+
+    def broken(obs: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("broken policy")
+
+    session = LiveSession(env, broken, RobotScene(server, env.sim.model, 1), Controls())
+    session.run(threading.Event())  # returns by itself
+    assert isinstance(session.error, RuntimeError)
+
+
+def test_the_command_serves_then_stops(capsys: pytest.CaptureFixture, onnx_path: Path) -> None:
+    view.main(["--onnx", str(onnx_path), "--port", "0", "--seconds", "1", "--num-envs", "2"])
+    out = capsys.readouterr().out
+    assert "viewer: http://127.0.0.1:" in out and "ssh -L " in out and "ssh -L 0:" not in out
 
 
 def test_the_clip_menu_shows_an_env_playing_that_clip() -> None:

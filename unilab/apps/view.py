@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     except REFUSALS as exc:
         fail(parser.prog, exc)
-    print(f"viewer: {address} (over SSH: ssh -L {args.port}:localhost:{args.port} <this host>; Ctrl-C stops)")
+    port = session.scene.server.get_port()  # the one asked for, or the free one port 0 found
+    print(f"viewer: {address} (over SSH: ssh -L {port}:localhost:{port} <this host>; Ctrl-C stops)")
     try:
         thread.join(timeout=args.seconds)
     except KeyboardInterrupt:
@@ -103,3 +104,5 @@ def main(argv: list[str] | None = None) -> None:
         stop.set()
         thread.join(timeout=5.0)
         session.scene.server.stop()
+    if session.error is not None:  # a bug, not an input: its traceback
+        raise session.error

@@ -61,6 +61,7 @@ class LiveSession:
         self.rng = make_rng(seed, env.device)
         self.state = env.reset(self.rng)
         self.steps = 0
+        self.error: Exception | None = None  # what ended the loop early, for the thread that waits on it
 
     def reset(self) -> None:
         """Every env starts a new episode, from a fresh draw."""
@@ -90,8 +91,16 @@ class LiveSession:
         return self.state["sim", "qpos"][self.shown_envs()].cpu().numpy()
 
     def run(self, stop: threading.Event) -> None:
-        """Step and draw until ``stop`` is set: each step takes ``dt / speed`` of wall time where the CPU keeps up
-        (slower where it does not), and a step that ran late is not made up for by rushing the next ones."""
+        """Step and draw until ``stop`` is set; a failure ends the loop and is kept in ``error`` (the loop runs on
+        its own thread, whose exceptions the command would not otherwise see)."""
+        try:
+            self._loop(stop)
+        except Exception as exc:
+            self.error = exc
+
+    def _loop(self, stop: threading.Event) -> None:
+        """Each step takes ``dt / speed`` of wall time where the CPU keeps up (longer where it does not), and a
+        step that ran late is not made up for by rushing the next ones."""
         dt = float(self.env.ctx.dt)
         next_step = last_frame = time.perf_counter()
         self.scene.show(self.qpos())

@@ -213,6 +213,12 @@ class OffPolicyTrainer:
     def loss(self):
         return self.learner.loss
 
+    @property
+    def env_stream(self) -> torch.cuda.Stream | None:
+        """The stream the env steps on when it overlaps the updates (None: the current stream). Work queued there
+        runs between two env steps, so a copy of the env state taken on it is never torn by the next step."""
+        return self._env_stream
+
     def _graphed(self, name: str, fn: Callable[[], TensorDict | None]) -> TensorDict | None:
         """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
         that later calls replay (on the current stream). Returns the first call's or the graph's output."""

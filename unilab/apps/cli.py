@@ -11,6 +11,7 @@ COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
     "eval": ("unilab.apps.eval", "score a checkpoint or an exported policy with the task's metrics"),
     "play": ("unilab.apps.play", "render a policy to play_video.mp4 (and a still with --still)"),
+    "view": ("unilab.apps.view", "serve a web viewer of a policy running live (viser; loopback, --port)"),
     "bench": ("unilab.apps.bench", "throughput: canonical train runs, env steps, physics, drift"),
     "list": ("unilab.apps.cli", "the tasks (observation and action sizes), algorithms and physics backends"),
 }

@@ -59,6 +59,8 @@ class TrainingConfig:
     logger: str = "tensorboard"  # or csv, wandb (unilab.apps.loggers)
     dist_timeout_s: float = 180.0  # under torchrun: a rank that waits this long on another fails the run
     stall_timeout_s: float = 300.0  # no iteration completed for this long ends the run with an error
+    viewer: bool = False  # stream a few envs to a web viewer on loopback at log points (unilab.apps.viewer)
+    viewer_port: int = 8080
 
 
 @dataclass
@@ -172,6 +174,7 @@ RANGES = {
         MIN_STALL_TIMEOUT_S, 86_400.0, why="a checkpoint write on a slow disk can take seconds"
     ),
     "training.keep_checkpoints": Range(0, 2**31, why="0 keeps all"),
+    "training.viewer_port": Range(1, 65535, why="a TCP port"),
 }
 MAX_LAYERS, MAX_WIDTH = 64, 2**16
 

@@ -42,6 +42,8 @@ from unilab.apps.run_dir import (
 )
 from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, process_age_s
+from unilab.apps.viewer.server import LOOPBACK, check_port
+from unilab.apps.viewer.stream import TrainingStream
 from unilab.apps.watchdog import StallWatchdog
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
@@ -92,6 +94,8 @@ class TrainingRun:
         world = World.from_env()  # every rank runs every check below, so bad input fails on each before any work
         device = resolve_device(cfg, world)
         check_inputs(cfg)
+        if cfg.training.viewer and world.leader:
+            check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
         probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
         check_memory(cfg, probe, device, world)
@@ -193,6 +197,13 @@ class TrainingRun:
         )
         # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
         self.pending: deque[LogPoint] = deque()
+        self.viewer = None
+        if cfg.training.viewer and world.leader:
+            self.viewer = TrainingStream(self.env, LOOPBACK, cfg.training.viewer_port)
+            print(
+                f"viewer: {self.viewer.url} (over SSH: ssh -L {cfg.training.viewer_port}:localhost:"
+                f"{cfg.training.viewer_port} <this host>)"
+            )
 
     def _iterate(self, watchdog: StallWatchdog) -> None:
         """The replay pre-fill, then iterations until the last or a stop agreed by every rank."""
@@ -223,6 +234,8 @@ class TrainingRun:
                 point = trainer.log_point(metrics)
                 point.laps = self.timer.take()
                 self.pending.append(point)
+                if self.viewer is not None:  # a copy queued behind this env step, read back at a later log
+                    self.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
             if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                 self.progress.last_checkpoint = self._save()
             self._stopping = self._stop.agreed(self._vote, check_point=at_log)
@@ -250,6 +263,8 @@ class TrainingRun:
             progress.error = late if progress.error is None else f"{progress.error}; then, while stopping: {late}"
         if self.logger is not None:
             self.logger.close()
+        if self.viewer is not None:
+            self.viewer.close()
         result = self._summary(progress.status)
         try:
             self._publish(result)
@@ -337,6 +352,8 @@ class TrainingRun:
     def _log(self, point: LogPoint) -> None:
         laps = self._record_laps(point.laps)
         point.laps = []  # timed once, whatever fails below
+        if self.viewer is not None:
+            self.viewer.publish()
         metrics, stats, counts = self.trainer.report(point)
         self.progress.health.update(counts)
         if "episode_return" in stats:

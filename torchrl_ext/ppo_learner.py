@@ -35,6 +35,12 @@ LR_SCHEDULES = ("adaptive", "fixed")
 # rsl_rl's adaptive rule: the step factor and the bounds the learning rate is held within.
 LR_FACTOR, LR_MIN, LR_MAX = 1.5, 1e-5, 1e-2
 ADVANTAGE_EPS = 1e-8
+# Settings of the off-policy learners that PPO refuses, and why.
+UNSUPPORTED = {
+    "use_symmetry": "PPO has no mirror augmentation",
+    "overlap_updates": "a rollout acts with the weights the previous update left",
+    "amp": "PPO updates in float32, as rsl_rl does",
+}
 METRICS = ("loss_objective", "loss_critic", "loss_entropy", "entropy", "clip_fraction", "kl_approx")
 
 
@@ -72,12 +78,9 @@ class PPOLearner:
             )
         if cfg.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"algo.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {cfg.lr_schedule!r}")
-        for key in ("use_symmetry", "overlap_updates", "amp"):
+        for key, why in UNSUPPORTED.items():
             if getattr(cfg, key):
-                raise ValueError(
-                    f"algo.{key} must be false with algo=ppo (no mirror augmentation, a rollout acts with the "
-                    "latest weights, float32 updates)"
-                )
+                raise ValueError(f"algo.{key} must be false with algo=ppo ({why})")
 
     @classmethod
     def networks(cls, spec: EnvSpec, cfg: AlgoConfig) -> tuple[GaussianActor, ValueCritic]:

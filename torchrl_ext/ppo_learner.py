@@ -115,7 +115,9 @@ class PPOLearner:
         )
         self.minibatch = cfg.num_envs * cfg.num_steps_per_env // cfg.num_mini_batches
         self.compile = cfg.compile and on_cuda
-        self._loss_fn = torch.compile(self.objective) if self.compile else self.objective
+        # Inductor fuses the loss's elementwise tail into few kernels; fullgraph, so that anything that would read a
+        # device value on the host (a graph break) fails at compile time, not inside the captured update.
+        self._loss_fn = torch.compile(self.objective, fullgraph=True) if self.compile else self.objective
         self._act_rng = rnglib.make_rng(rank_seed(cfg.seed, "explore", world.rank), device)
         self._shuffle_rng = rnglib.make_rng(rank_seed(cfg.seed, "shuffle", world.rank), device)
 

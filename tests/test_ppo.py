@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import onnxruntime as ort
@@ -196,6 +198,26 @@ def test_three_ppo_iterations_write_a_complete_run_that_resumes(tmp_path: Path, 
     summary = run(compose_config([*more, f"training.log_dir={resumed}", "training.export_onnx=false"]))
     assert summary.completed_iterations == 4
     assert torch.load(resumed / "model_4.pt", weights_only=True)["env_steps"] == 4 * 32
+
+
+def test_a_stop_signal_ends_a_ppo_run_with_a_final_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchrl_ext.onpolicy import OnPolicyTrainer
+
+    update, calls = OnPolicyTrainer.update, []
+
+    def signalled(self):
+        calls.append(None)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self)
+
+    monkeypatch.setattr(OnPolicyTrainer, "update", signalled)
+    run_dir = tmp_path / "run"
+    overrides = [*TINY_PPO, "sim=mujoco", "algo.max_iterations=10", "training.export_onnx=false"]
+    summary = run(compose_config([*overrides, f"training.log_dir={run_dir}"]))
+    assert summary.status == "interrupted" and summary.stopped_by == "SIGTERM"
+    assert summary.completed_iterations == 2
+    assert torch.load(run_dir / "model_2.pt", weights_only=True)["iteration"] == 2
 
 
 @pytest.mark.gpu

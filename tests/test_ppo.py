@@ -119,6 +119,23 @@ def test_captured_loss_equals_torchrl_s_clip_ppo_loss() -> None:
     torch.testing.assert_close(kl, expected)
 
 
+def test_acting_and_the_batch_preparation_trace_without_a_graph_break() -> None:
+    """``act`` runs inside the rollout graph and ``prepare`` (values, log-probs, TorchRL's GAE) opens the update
+    graph: both trace whole (``fullgraph``; a graph break is the CPU-visible form of a host read) and compute what
+    they compute eagerly."""
+    learner = make_learner()
+    rollout = make_rollout()
+    eager = learner.prepare(rollout)
+    traced = torch.compile(learner.prepare, fullgraph=True, backend="aot_eager")(rollout)
+    assert (traced == eager).all()
+    obs = TensorDict({"policy": torch.randn(ENVS, OBS)}, [ENVS])
+    start = learner._act_rng.clone()
+    action = learner.act(obs)
+    learner._act_rng.copy_(start)
+    torch.testing.assert_close(torch.compile(learner.act, fullgraph=True, backend="aot_eager")(obs), action)
+    assert not torch.equal(learner._act_rng, start)  # each call draws new noise
+
+
 @pytest.mark.parametrize(
     ("kl", "lr", "expected"),
     [(0.05, 1e-3, 1e-3 / 1.5), (0.001, 1e-3, 1.5e-3), (0.0, 1e-3, 1e-3), (0.01, 1e-3, 1e-3), (0.05, 1.2e-5, 1e-5)],
@@ -150,6 +167,17 @@ def test_the_compiled_update_takes_the_eager_steps() -> None:
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
     torch.testing.assert_close(a["lr"], b["lr"])
     torch.testing.assert_close(a["kl_mean"], b["kl_mean"])
+
+
+def test_a_loaded_learner_continues_with_the_saved_rate_in_the_tensor_its_optimiser_reads() -> None:
+    trained = make_learner(desired_kl=1e-6)
+    trained.update(make_rollout())
+    loaded = make_learner()
+    loaded.load_state_dict(trained.state_dict())
+    assert loaded.lr.item() == trained.lr.item() < 1e-3
+    assert loaded.optim.param_groups[0]["lr"] is loaded.lr  # so the schedule keeps steering the optimiser
+    for (name, a), b in zip(trained.loss.state_dict().items(), loaded.loss.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,11 @@ class _GaussianParams(nn.Module):
 
 
 def policy_operator(actor: GaussianActor, obs_key: str = "policy") -> ProbabilisticActor:
-    """``actor`` as the probabilistic TorchRL actor ``ClipPPOLoss`` evaluates."""
+    """``actor`` as the probabilistic TorchRL actor ``ClipPPOLoss`` evaluates.
+
+    ``torch.distributions`` validates its arguments by default (``.all()`` on a device tensor, a host read at
+    every construction and log-prob); importing ``torchrl.modules``, as this module does, turns that default off,
+    which the captured update relies on (the fullgraph tests of ``tests/test_ppo.py`` fail if it ever stays on)."""
     params = TensorDictModule(_GaussianParams(actor), in_keys=[obs_key], out_keys=["loc", "scale"])
     return ProbabilisticActor(params, in_keys=["loc", "scale"], distribution_class=IndependentNormal)
 

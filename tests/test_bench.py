@@ -13,14 +13,19 @@ TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
 
 
-def test_train_bench_reports_every_run_and_counts_failures(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    bench.main(["train", "--workloads", "sac", "--repeats", "1", "--sim", "mujoco", "--log-root", str(tmp_path), *TINY])
+@pytest.mark.parametrize("workload", ["sac", "ppo"])
+def test_train_bench_reports_every_run_and_counts_failures(
+    workload: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    args = ["train", "--workloads", workload, "--repeats", "1", "--sim", "mujoco", "--log-root", str(tmp_path)]
+    bench.main([*args, *TINY])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     run, summary = lines
     assert run["status"] == "completed" and run["returncode"] == 0
     assert run["tail_env_steps_per_sec"] > 0 and set(run["tail_seconds_per_iteration"]) == {"collect", "update"}
     assert run["final_env_steps_per_sec"] > 0
-    recorded = json.loads((tmp_path / "sac_0" / "run_summary.json").read_text())
+    recorded = json.loads((tmp_path / f"{workload}_0" / "run_summary.json").read_text())
+    assert recorded["algo"] == workload
     assert recorded["config"]["algo"]["max_iterations"] == 22  # the caller's overrides win over the canonical ones
     assert summary["median"] == round(run["tail_env_steps_per_sec"]) and summary["failed"] == 0
 
@@ -43,8 +48,8 @@ def test_train_bench_fails_when_a_run_fails(tmp_path: Path, capsys: pytest.Captu
 
 def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
-        bench.main(["train", "--workloads", "ppo"])
-    assert "unknown workloads ['ppo']" in capsys.readouterr().err
+        bench.main(["train", "--workloads", "td3"])
+    assert "unknown workloads ['td3']" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
         (["training.play_envs=1000000"], "training.play_envs must be in [1, 64]"),
         (["algo.critic_hidden=[100000,100000]"], "algo.critic_hidden must be a list of 1 to 64 sizes"),
         (["sim.name=bullet"], "sim.name must be one of mjwarp, mujoco, got 'bullet'"),
-        (["algo.name=ppo"], "algo.name must be one of sac, flashsac, got 'ppo'"),
+        (["algo.name=td3"], "algo.name must be one of sac, flashsac, ppo, got 'td3'"),
     ],
 )
 def test_an_absurd_value_is_refused_in_one_line(capsys: pytest.CaptureFixture, overrides, message) -> None:

@@ -119,6 +119,24 @@ def test_two_ranks_under_torchrun_train_one_set_of_weights(tmp_path: Path) -> No
     assert digest(trainer.learner.shared_tensors()) == data["weights_digest"]
 
 
+def test_two_ppo_ranks_under_torchrun_take_the_same_steps(tmp_path: Path) -> None:
+    """PPO's update block averages gradients, the KL its learning rate follows and the normaliser statistics, so
+    ranks with different rollouts end with the same weights and learning rate."""
+    run_dir = tmp_path / "run"
+    ppo = ["algo=ppo", "algo.num_steps_per_env=4", "algo.num_learning_epochs=2", "algo.num_mini_batches=2"]
+    overrides = [*SIZES, *ppo, "algo.max_iterations=4", "algo.save_interval=4", f"training.log_dir={run_dir}"]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    done = subprocess.run(
+        [*launcher, "scripts/train.py", *overrides], cwd=REPO, capture_output=True, text=True, timeout=150
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((run_dir / "run_summary.json").read_text())
+    assert data["status"] == "completed" and data["world_size"] == 2 and data["ranks_in_sync"] is True
+    assert data["total_env_steps"] == 2 * 4 * 4 * 4  # ranks x iterations x steps per env x envs
+    checkpoint = torch.load(run_dir / "model_4.pt", weights_only=True)
+    assert checkpoint["loss"]["actor.obs_norm.count"] == data["total_env_steps"]  # every row of both ranks
+
+
 @pytest.mark.parametrize("how", ["killed", pytest.param("hung", marks=pytest.mark.slow)])
 def test_a_lost_rank_ends_the_run_with_an_error_not_a_hang(tmp_path: Path, how: str) -> None:
     """Killed: the survivor's next collective finds the connection gone. Hung (SIGSTOP): it waits out the

@@ -21,6 +21,7 @@ SIZES = [
     "training.log_interval=3",
     "training.export_onnx=false",
 ]
+SMALL_PPO = ("algo.num_steps_per_env=4", "algo.num_learning_epochs=2", "algo.num_mini_batches=2")
 SMALL_FLASHSAC = ("algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1")
 
 
@@ -69,10 +70,13 @@ def differing(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[st
         ("sac", "g1_walk_flat", "mujoco"),
         ("sac", "g1_walk_flat", "mjwarp"),
         ("flashsac", "g1_motion_tracking", "mujoco"),
+        ("ppo", "g1_walk_flat", "mujoco"),
+        ("ppo", "g1_walk_flat", "mjwarp"),
     ],
 )
 def test_same_seed_same_run_other_seed_other_run(tmp_path: Path, algo: str, task: str, sim: str) -> None:
-    common = (f"algo={algo}", f"task={task}", f"sim={sim}", *(SMALL_FLASHSAC if algo == "flashsac" else ()))
+    small = {"flashsac": SMALL_FLASHSAC, "ppo": SMALL_PPO}.get(algo, ())
+    common = (f"algo={algo}", f"task={task}", f"sim={sim}", *small)
     a = train(tmp_path / "a", *common, "algo.seed=7")
     b = train(tmp_path / "b", *common, "algo.seed=7")
     c = train(tmp_path / "c", *common, "algo.seed=8")

@@ -35,7 +35,7 @@ def test_keys_from_another_version_are_left_out(tiny_run: Path, tmp_path: Path) 
     ("edit", "message"),
     [
         (lambda c: c["algo"].update(num_atoms="many"), "algo.num_atoms is not one this version reads"),
-        (lambda c: c["algo"].update(name="ppo"), "was trained with algo 'ppo', which this version lacks"),
+        (lambda c: c["algo"].update(name="td3"), "was trained with algo 'td3', which this version lacks"),
     ],
     ids=["wrong-type", "unknown-algo"],
 )

@@ -101,11 +101,20 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
 
 
 @pytest.mark.parametrize(
-    ("algo", "task"), [("flashsac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking"), ("sac", "g1_motion_tracking")]
+    ("algo", "task"),
+    [
+        ("flashsac", "g1_walk_flat"),
+        ("flashsac", "g1_motion_tracking"),
+        ("sac", "g1_motion_tracking"),
+        ("ppo", "g1_motion_tracking"),
+    ],
 )
 def test_every_algo_runs_on_every_task(tmp_path: Path, algo: str, task: str) -> None:
-    small_flash = ["algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1"]
-    extra = [f"algo={algo}", f"task={task}", "algo.max_iterations=25", *(small_flash if algo == "flashsac" else [])]
+    small = {
+        "flashsac": ["algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1"],
+        "ppo": ["algo.num_steps_per_env=4", "algo.num_learning_epochs=1"],
+    }
+    extra = [f"algo={algo}", f"task={task}", "algo.max_iterations=25", *small.get(algo, [])]
     summary = run(compose_config(tiny(tmp_path, "mujoco", *extra)))
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert summary.status == "completed" and data["algo"] == algo and data["task"] == task
@@ -213,7 +222,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.batch_size=100000", "larger than the replay buffer"),
         ("algo.learning_starts=1000", "algo.learning_starts=1000 is larger than algo.replay_buffer_n"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
-        ("algo=ppo", "unknown algo 'ppo'"),
+        ("algo=td3", "unknown algo 'td3'; known algos: sac, flashsac, ppo"),
         ("+experiment=fast", "unknown experiment 'fast'; known experiments: motion_library"),
         ("training.play_seconds=0", "training.play_seconds must be in (0, 600], got 0.0"),
         ("training.play_seconds=1e9", "training.play_seconds must be in (0, 600], got 1000000000.0"),

@@ -1,7 +1,9 @@
-"""TorchRL extensions for unilab: SAC-family losses, networks and the trainer, for batched, graph-captured training."""
+"""TorchRL extensions for unilab: SAC-family losses, PPO on TorchRL's loss and GAE, networks and the trainers, for
+batched, graph-captured training."""
 
 from torchrl_ext.flashsac import FlashSACLoss
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
+from torchrl_ext.ppo import CapturableClipPPOLoss, GaussianActor, ValueCritic
 from torchrl_ext.sac import (
     Optimizers,
     SACLoss,
@@ -15,14 +17,17 @@ from torchrl_ext.sac import (
 
 __all__ = [
     "Actor",
+    "CapturableClipPPOLoss",
     "EnsembleCritic",
     "FlashSACLoss",
+    "GaussianActor",
     "Optimizers",
     "RunningNorm",
     "SACLoss",
     "SoftActorCriticLoss",
     "Symmetry",
     "Transition",
+    "ValueCritic",
     "make_optimizers",
     "project_distribution",
     "target_entropy_from_ratio",

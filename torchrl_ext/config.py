@@ -61,3 +61,15 @@ class AlgoConfig:
     critic_blocks: int = 2
     noise_max_span: int = 16
     noise_zipf_mu: float = 2.0
+    # PPO only (rsl_rl's names)
+    num_steps_per_env: int = 24  # env steps of every env per rollout
+    num_learning_epochs: int = 5
+    num_mini_batches: int = 4  # per epoch; must divide num_envs * num_steps_per_env
+    clip_param: float = 0.2  # the ratio clip, and the value clip with use_clipped_value_loss
+    use_clipped_value_loss: bool = True
+    entropy_coef: float = 0.01
+    value_loss_coef: float = 1.0
+    lam: float = 0.95  # GAE lambda
+    desired_kl: float = 0.01
+    lr_schedule: str = "adaptive"  # adaptive (rsl_rl's KL rule) or fixed
+    init_noise_std: float = 1.0

@@ -29,6 +29,7 @@ from torchrl_ext.flashsac import (
     make_flashsac_optimizers,
 )
 from torchrl_ext.networks import Actor, EnsembleCritic
+from torchrl_ext.ppo_learner import PPOLearner
 from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_from_ratio
 from torchrl_ext.seeding import derive_seed, rank_seed, seeded
 from unilab.core import rng as rnglib
@@ -57,6 +58,7 @@ class Learner:
     """Shared update loop: critic every minibatch, actor and temperature every ``policy_frequency``-th."""
 
     summary: str  # the algorithm in one line, for ``unilab list``
+    on_policy = False  # trained by the off-policy trainer (torchrl_ext.trainer)
     loss: nn.Module
     minibatch: int
 
@@ -352,5 +354,10 @@ class FlashSACLearner(Learner):
 
 
 # The algorithms by ``algo.name``, the one registry of them: each learner's ``summary`` describes it to users, its
-# ``check_config`` refuses the settings it cannot run.
-LEARNERS: dict[str, type[Learner]] = {"sac": SACLearner, "flashsac": FlashSACLearner}
+# ``check_config`` refuses the settings it cannot run, its ``on_policy`` picks the trainer (torchrl_ext.trainers).
+# PPO's learner has an update of its own (no replay, no target nets), so it shares the interface, not the base.
+LEARNERS: dict[str, type[Learner] | type[PPOLearner]] = {
+    "sac": SACLearner,
+    "flashsac": FlashSACLearner,
+    "ppo": PPOLearner,
+}

@@ -9,26 +9,21 @@ i+1 overlaps the updates of i; without it, the env step of i+1 waits for the upd
 
 On CUDA the env step, the replay write and the update block are each recorded once as a
 CUDA graph and replayed; the replay cursor, its size and the sample indices live on device,
-so nothing in an iteration reads back to the host. Episode and reward-term statistics
-accumulate on device; ``log_point`` queues copies of them and ``report`` reads those once later work is queued.
+so nothing in an iteration reads back to the host. Episode statistics and log points are
+``torchrl_ext.bookkeeping``'s, shared with the on-policy trainer.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple
-
 import torch
 from tensordict import TensorDict
 
+from torchrl_ext.bookkeeping import TrainerBase, scalar_curricula
 from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.learners import LEARNERS
 from torchrl_ext.replay import DeviceReplay
 from torchrl_ext.seeding import rank_seed
-from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 
@@ -44,102 +39,7 @@ TRANSITION_KEYS = (
 )
 
 
-Lap = tuple[object, object, object]  # (end of the previous iteration, end of collection, end of this one)
-
-
-@dataclass
-class IterationTimer:
-    """Wall time per completed iteration and its split, resolved lazily so no iteration waits on the GPU.
-
-    On CUDA an event is recorded when the env step (collection) ends and when the iteration ends; the time of
-    iteration i is the GPU-timeline gap between the ends of i-1 and i, so host stalls that leave the GPU idle
-    count. The ``collect`` share runs from the end of i-1 to the split mark, ``update`` from there to the end.
-    """
-
-    device: torch.device
-
-    def __post_init__(self) -> None:
-        self._last: torch.cuda.Event | float | None = None
-        self._split: torch.cuda.Event | float | None = None
-        self._pending: list[Lap] = []
-
-    def _mark(self):
-        if self.device.type == "cuda":
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def _seconds(self, begin, end) -> float:
-        return begin.elapsed_time(end) / 1000.0 if self.device.type == "cuda" else end - begin
-
-    def start(self) -> None:
-        self._last = self._mark()
-        self._pending.clear()
-
-    def split(self) -> None:
-        """Collection of this iteration is done; what follows until ``lap`` is the update."""
-        self._split = self._mark()
-
-    def lap(self) -> None:
-        mark = self._mark()
-        self._pending.append((self._last, self._split, mark))
-        self._last = mark
-
-    def take(self) -> list[Lap]:
-        """The iterations lapped since the last take, not yet resolved (no wait)."""
-        laps, self._pending = self._pending, []
-        return laps
-
-    def resolve(self, laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
-        """Seconds of each of ``laps`` with its collect/update split (on CUDA, waits for the last one's end)."""
-        if self.device.type == "cuda" and laps:
-            laps[-1][2].synchronize()
-        return [
-            (self._seconds(begin, end), {"collect": self._seconds(begin, split), "update": self._seconds(split, end)})
-            for begin, split, end in laps
-        ]
-
-
-@dataclass
-class LogPoint:
-    """What one log point reports, copied to host memory behind the iteration it closes.
-
-    ``read`` waits only for those copies. A loop that queues the next iteration before reading keeps the GPU
-    busy while the host writes its logs; reading at once would leave the GPU idle for the whole host side of
-    the log point, and the iteration after it without its env/update overlap.
-    """
-
-    iteration: int
-    env_steps: int
-    names: list[str]
-    term_steps: int
-    host: torch.Tensor
-    copied: torch.cuda.Event | None
-    laps: list[Lap] = field(default_factory=list)  # the iterations it closes, for the caller's timer
-
-    def ready(self) -> bool:
-        """True once ``read`` would not wait."""
-        return self.copied is None or self.copied.query()
-
-    def read(self) -> dict[str, float]:
-        if self.copied is not None:
-            self.copied.synchronize()
-        return dict(zip(self.names, self.host.tolist(), strict=True))
-
-
-class Report(NamedTuple):
-    """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
-    the episodes finished and the mean reward terms per env step since the previous log point, and the curricula's
-    task-level values as they stand (``curriculum_<name>``); and the ``health`` counters since the start
-    (``unilab.envs.runner.HEALTH``)."""
-
-    metrics: dict[str, float]
-    episodes: dict[str, float]
-    health: dict[str, int]
-
-
-class OffPolicyTrainer:
+class OffPolicyTrainer(TrainerBase):
     """Runs the loop for any learner of ``torchrl_ext.learners`` (``cfg.name``: sac, flashsac).
 
     Each iteration is three steps: the env step (``runner``), ``record`` (replay write at a device-side cursor,
@@ -155,8 +55,9 @@ class OffPolicyTrainer:
     """
 
     def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, world: World = ALONE) -> None:
-        if cfg.name not in LEARNERS:
-            raise ValueError(f"unknown algo {cfg.name!r}; known algos: {', '.join(LEARNERS)}")
+        if cfg.name not in LEARNERS or LEARNERS[cfg.name].on_policy:
+            off_policy = [name for name, learner in LEARNERS.items() if not learner.on_policy]
+            raise ValueError(f"{cfg.name!r} is not an off-policy algo; those are: {', '.join(off_policy)}")
         self.env = env
         self.cfg = cfg
         self.world = world
@@ -179,29 +80,16 @@ class OffPolicyTrainer:
             cfg.replay_buffer_n * env.num_envs, env.num_envs, rank_seed(cfg.seed, "replay", world.rank), dev
         )
         self.filled = 0  # rows written, counted on the host from the schedule (the replay holds its own copy)
-        self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
-        self._graph_out: dict[str, TensorDict | None] = {}
         self._transition: TensorDict | None = None
         self.concurrent = self.capture and cfg.overlap_updates
-        # Record and update graphs are recorded on this stream, the env step on the runner's: graphs that replay
-        # at the same time must not share a capture stream (unilab.core.cuda_graphs).
-        self._capture_stream = torch.cuda.Stream(dev) if self.capture else None
+        # Record and update graphs are recorded on the book's capture stream, the env step on the runner's.
         self._env_stream = torch.cuda.Stream(dev) if self.concurrent else None
         self._stepped = torch.cuda.Event() if self.concurrent else None
         self._recorded = torch.cuda.Event() if self.concurrent else None
         self.iteration = 0
         self.env_steps = 0  # every transition recorded, replay pre-fill included
-        self._episode_return = torch.zeros(env.num_envs, device=dev)
-        self._episodes = TensorDict(
-            {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
-        )
-        self._term_names = list(spec.reward_terms)
-        # The curricula's task-level values (a penalty scale, a mean terrain level), logged as they stand.
-        self._curriculum_names = [
-            name for name, value in env.curricula.initial_state(env.ctx).items() if value.ndim == 0
-        ]
-        self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
-        self._term_steps = 0
+        self.steps_per_iteration = env.num_envs  # env steps of one iteration on this rank
+        self._open_book(env.num_envs, spec.reward_terms, scalar_curricula(env))
 
     @property
     def graphs(self) -> dict[str, torch.cuda.CUDAGraph]:
@@ -215,23 +103,7 @@ class OffPolicyTrainer:
 
     @property
     def env_stream(self) -> torch.cuda.Stream | None:
-        """The stream the env steps on when it overlaps the updates (None: the current stream). Work queued there
-        runs between two env steps, so a copy of the env state taken on it is never torn by the next step."""
         return self._env_stream
-
-    def _graphed(self, name: str, fn: Callable[[], TensorDict | None]) -> TensorDict | None:
-        """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
-        that later calls replay (on the current stream). Returns the first call's or the graph's output."""
-        if not self.capture:
-            return fn()
-        graph = self._graphs.get(name)
-        if graph is not None:
-            graph.replay()
-            return self._graph_out[name]
-        out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
-        # The update graph samples replay rows from the replay generator.
-        self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, [self.replay.sampler.generator])
-        return out
 
     # -- acting --------------------------------------------------------------------------
 
@@ -258,15 +130,7 @@ class OffPolicyTrainer:
         self.replay.extend(data)
         self.learner.observe(data)
         self.learner.sync_acting()
-        done = transition["next", "done"]
-        self._episode_return += transition["next", "reward"]
-        finished = done.float()
-        self._episodes["count"] += finished.sum()
-        self._episodes["return"] += (self._episode_return * finished).sum()
-        self._episodes["length"] += (transition["episode_length"].float() * finished).sum()
-        self._episode_return *= 1.0 - finished
-        terms = transition["reward_terms"]
-        self._term_sums += torch.stack([terms[name] for name in self._term_names]).mean(-1)
+        self._count_step(transition)
 
     @property
     def ready(self) -> bool:
@@ -280,55 +144,10 @@ class OffPolicyTrainer:
 
     def update(self) -> TensorDict:
         """``updates_per_step`` updates; on CUDA the first call also records them as a CUDA graph."""
-        return self._graphed("update", self._update_block)
+        # The update graph samples replay rows from the replay generator.
+        return self._graphed("update", self._update_block, [self.replay.sampler.generator])
 
     # -- host boundary -------------------------------------------------------------------
-
-    def log_point(self, metrics: TensorDict) -> LogPoint:
-        """Queue copies of the latest update's ``metrics``, the episode and reward-term sums (then zero them)
-        and the health counters; nothing waits. Pass the result to ``report`` once more work is queued.
-
-        The health counters are copied on the learner stream, which has waited for this iteration's env step;
-        an env step queued later may or may not be counted in them (they only grow, so that only moves a
-        detection earlier).
-        """
-        parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
-        parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
-        parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
-        parts.update({f"curriculum/{name}": self.runner.state["task", name] for name in self._curriculum_names})
-        parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
-        # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
-        flat = torch.stack([value.double() for value in parts.values()])
-        self._episodes.zero_()
-        self._term_sums.zero_()
-        point_steps, self._term_steps = self._term_steps, 0
-        on_cuda = self.device.type == "cuda"
-        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=on_cuda)
-        host.copy_(flat, non_blocking=on_cuda)
-        copied = None
-        if on_cuda:
-            copied = torch.cuda.Event()
-            copied.record()
-        return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
-
-    def report(self, point: LogPoint) -> Report:
-        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its ``Report``."""
-        values = point.read()
-        health = {key.removeprefix("health/"): int(v) for key, v in values.items() if key.startswith("health/")}
-        self.runner.check(health)
-        metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
-        episodes = {}
-        if point.term_steps:
-            episodes = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
-        episodes.update({f"curriculum_{name}": values[f"curriculum/{name}"] for name in self._curriculum_names})
-        count = values["episodes/count"]
-        if count > 0:
-            episodes.update(
-                episode_return=values["episodes/return"] / count,
-                episode_length=values["episodes/length"] / count,
-                episodes=count,
-            )
-        return Report(metrics, episodes, health)
 
     def state_dict(self) -> dict:
         """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""

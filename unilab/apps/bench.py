@@ -255,7 +255,11 @@ CANONICAL_WORKLOADS = {
     "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
     "flashsac": ["--algo", "flashsac", "--task", "g1_motion_tracking"],
     "sac_rough": ["--algo", "sac", "--task", "g1_walk_rough"],
+    # One iteration is a rollout of 24 steps of every env and its 5 x 4 minibatch updates.
+    "ppo": ["--algo", "ppo", "--task", "g1_walk_flat"],
 }
+# The workloads ``bench profile`` can take apart: it books the update's kernels to the off-policy update's phases.
+PROFILED_WORKLOADS = ("sac", "flashsac")
 CANONICAL_OVERRIDES = [
     "algo.max_iterations=160",
     "algo.num_envs=2048",
@@ -421,7 +425,7 @@ def _parser() -> ArgumentParser:
     train.add_argument("--log-root", type=Path, default=None, help="run directories (default: a temporary one)")
     train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
     prof = sub.add_parser("profile", help="kernels and busy time of each CUDA graph of a canonical iteration")
-    prof.add_argument("--workload", choices=list(CANONICAL_WORKLOADS), default="sac")
+    prof.add_argument("--workload", choices=PROFILED_WORKLOADS, default="sac")
     prof.add_argument("--num-envs", type=int, default=2048)
     prof.add_argument("--replays", type=int, default=50, help="replays per timing and per kernel trace")
     prof.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")

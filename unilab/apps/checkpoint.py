@@ -31,6 +31,7 @@ SHAPE_KEYS = {
         "reward_normalization",
         "num_envs",  # the held exploration noise and the reward normaliser are per env
     ),
+    "ppo": ("actor_hidden", "critic_hidden", "obs_normalization"),
 }
 
 

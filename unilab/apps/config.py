@@ -164,6 +164,15 @@ RANGES = {
     "algo.weight_decay": Range(0.0, 1.0),
     "algo.max_grad_norm": Range(0.0, 1e6, why="0 turns clipping off"),
     "algo.target_sigma": Range(0.0, 10.0, low_open=True, why="the pre-tanh std the temperature aims at"),
+    "algo.num_steps_per_env": Range(1, 4096, why="env steps per rollout, each its own slot of the rollout buffer"),
+    "algo.num_learning_epochs": Range(1, 1024),
+    "algo.num_mini_batches": Range(1, 2**20),
+    "algo.clip_param": Range(0.0, 10.0, low_open=True),
+    "algo.entropy_coef": Range(0.0, 100.0),
+    "algo.value_loss_coef": Range(0.0, 1e6),
+    "algo.lam": Range(0.0, 1.0),
+    "algo.desired_kl": Range(0.0, 10.0, low_open=True),
+    "algo.init_noise_std": Range(0.0, 100.0, low_open=True, why="the std of the first policy's action noise"),
     "task.episode_length_s": Range(0.0, 3600.0, low_open=True),
     "task.failure_look_back": Range(1, 3600, why="one-second bins"),
     "training.log_interval": Range(1, COUNT),
@@ -177,6 +186,23 @@ RANGES = {
     "training.viewer_port": Range(1, 65535, why="a TCP port"),
 }
 MAX_LAYERS, MAX_WIDTH = 64, 2**16
+
+
+def _check_replay(a: AlgoConfig) -> None:
+    """The replay buffer can serve the updates: a batch fits in it and the pre-fill can finish."""
+    capacity = a.replay_buffer_n * a.num_envs
+    if a.batch_size > capacity:
+        raise ValueError(
+            f"algo.batch_size={a.batch_size} is larger than the replay buffer "
+            f"(algo.replay_buffer_n * algo.num_envs = {capacity})"
+        )
+    if a.learning_starts > a.replay_buffer_n:  # the pre-fill would wait for more rows than the buffer holds
+        raise ValueError(
+            f"algo.learning_starts={a.learning_starts} is larger than algo.replay_buffer_n={a.replay_buffer_n}: "
+            "the buffer would never hold enough rows to start learning"
+        )
+    if a.use_symmetry and a.batch_size % 2:
+        raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -199,19 +225,8 @@ def validate(cfg: TrainConfig) -> None:
         sizes = getattr(a, key)
         fits = bool(sizes) and len(sizes) <= MAX_LAYERS and min(sizes) >= 1 and max(sizes) <= MAX_WIDTH
         _check(fits, f"algo.{key}", f"a list of 1 to {MAX_LAYERS} sizes in [1, {MAX_WIDTH}]", sizes)
-    capacity = a.replay_buffer_n * a.num_envs
-    if a.batch_size > capacity:
-        raise ValueError(
-            f"algo.batch_size={a.batch_size} is larger than the replay buffer "
-            f"(algo.replay_buffer_n * algo.num_envs = {capacity})"
-        )
-    if a.learning_starts > a.replay_buffer_n:  # the pre-fill would wait for more rows than the buffer holds
-        raise ValueError(
-            f"algo.learning_starts={a.learning_starts} is larger than algo.replay_buffer_n={a.replay_buffer_n}: "
-            "the buffer would never hold enough rows to start learning"
-        )
-    if a.use_symmetry and a.batch_size % 2:
-        raise ValueError(f"algo.batch_size={a.batch_size} must be even with algo.use_symmetry (half is mirrored)")
+    if not LEARNERS[a.name].on_policy:  # an on-policy run has no replay buffer
+        _check_replay(a)
     LEARNERS[a.name].check_config(a)  # what the algorithm itself refuses
     if a.v_min >= a.v_max:
         raise ValueError(f"algo.v_min={a.v_min} must be below algo.v_max={a.v_max}")

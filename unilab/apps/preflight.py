@@ -55,19 +55,24 @@ def check_inputs(cfg: TrainConfig) -> None:
 
 
 def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: World) -> None:
-    """Replay buffer, update minibatches and per-env physics state against the free memory of the device they live
-    on; ``probe`` is a one-env build of the task, which gives the observation sizes without allocating the run.
-    On the CPU every rank of this machine allocates its own share from the same memory."""
+    """Replay buffer and update minibatches (a rollout and its batch, on-policy), per-env physics state and the
+    networks against the free memory of the device they live on; ``probe`` is a one-env build of the task, which
+    gives the observation sizes without allocating the run. On the CPU every rank of this machine allocates its own
+    share from the same memory."""
     a = cfg.algo
     row = replay_row_bytes(probe.obs_dims, probe.action_dim)
     sharing = world.local_size if torch.device(device).type == "cpu" else 1
-    parts = {
-        "replay": a.replay_buffer_n * a.num_envs * row * sharing,
-        "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
-        "envs": a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing,
-        "networks": network_bytes(cfg, probe) * sharing,
-    }
-    remedy = "lower algo.num_envs, algo.replay_buffer_n, algo.batch_size or the network sizes"
+    if LEARNERS[a.name].on_policy:  # the rollout buffer, and the update's batch built from it, about as large
+        parts = {"rollout": 2 * a.num_steps_per_env * a.num_envs * row * sharing}
+        remedy = "lower algo.num_envs, algo.num_steps_per_env or the network sizes"
+    else:
+        parts = {
+            "replay": a.replay_buffer_n * a.num_envs * row * sharing,
+            "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
+        }
+        remedy = "lower algo.num_envs, algo.replay_buffer_n, algo.batch_size or the network sizes"
+    parts["envs"] = a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing
+    parts["networks"] = network_bytes(cfg, probe) * sharing
     if sharing > 1:
         remedy += f" (each of the {sharing} ranks on this machine needs its own)"
     check_fits(parts, torch.device(device), remedy)

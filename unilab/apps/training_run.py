@@ -21,9 +21,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from torchrl_ext.bookkeeping import IterationTimer, Lap, LogPoint
 from torchrl_ext.distributed import Vote, World
 from torchrl_ext.export import export_policy_onnx
-from torchrl_ext.trainer import IterationTimer, Lap, LogPoint, OffPolicyTrainer
+from torchrl_ext.trainers import Trainer, make_trainer
 from unilab.apps.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from unilab.apps.compose import task_overrides
 from unilab.apps.config import TrainConfig
@@ -73,7 +74,7 @@ class TrainingRun:
 
     cfg: TrainConfig
     env: FunctionalEnv
-    trainer: OffPolicyTrainer
+    trainer: Trainer
     claim: Claim
     world: World
     launched: float  # perf_counter at the start of ``prepare``
@@ -112,7 +113,7 @@ class TrainingRun:
                 cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
             )
             clock.mark("env_build", parts=env.sim.startup)
-            trainer = OffPolicyTrainer(env, cfg.algo, world)
+            trainer = make_trainer(env, cfg.algo, world)
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if ckpt is not None:
                 _resume(trainer, ckpt, cfg.algo.resume)
@@ -180,7 +181,7 @@ class TrainingRun:
                 self.run_dir / CONFIG_FILENAME, {"config": self.config_dict, "environment": self.environment}
             )
         self.logger = RunLogger(cfg.training.logger, self.run_dir) if world.leader else None
-        self.steps_per_iteration = cfg.algo.num_envs * world.size
+        self.steps_per_iteration = self.trainer.steps_per_iteration * world.size
         self.meter = TailRateMeter(window=TAIL_WINDOW)
         self.start_utc = datetime.now(UTC).isoformat()
         self.started = time.perf_counter()
@@ -206,7 +207,8 @@ class TrainingRun:
             )
 
     def _iterate(self, watchdog: StallWatchdog) -> None:
-        """The replay pre-fill, then iterations until the last or a stop agreed by every rank."""
+        """The replay pre-fill (off-policy only), then iterations until the last or a stop agreed by every rank. An
+        iteration is ``collect`` (one env step, or a whole rollout) and ``update``."""
         cfg, trainer = self.cfg, self.trainer
         self._stopping = self._stop.agreed(self._vote, check_point=False)
         while not trainer.ready and not self._stopping:  # replay pre-fill: not an iteration
@@ -395,7 +397,7 @@ class TrainingRun:
             print(result.error, file=sys.stderr)
 
 
-def _resume(trainer: OffPolicyTrainer, ckpt: dict, path: str) -> None:
+def _resume(trainer: Trainer, ckpt: dict, path: str) -> None:
     """The trainer continued from a checkpoint; one that does not fit the config is refused in one line."""
     try:
         trainer.load_state_dict(ckpt)

@@ -1,0 +1,224 @@
+"""What the off-policy and the on-policy trainer share around their loops: iteration timing, graph recording,
+episode and reward-term statistics, and log points.
+
+Statistics accumulate on the device inside the recorded steps; ``log_point`` queues copies of them and ``report``
+reads those once later work is queued, so a log point never stalls the GPU.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+from tensordict import TensorDict
+
+from unilab.core.cuda_graphs import record, warm_up
+from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import EnvRunner
+
+Lap = tuple[object, object, object]  # (end of the previous iteration, end of collection, end of this one)
+
+
+@dataclass
+class IterationTimer:
+    """Wall time per completed iteration and its split, resolved lazily so no iteration waits on the GPU.
+
+    On CUDA an event is recorded when the env step (collection) ends and when the iteration ends; the time of
+    iteration i is the GPU-timeline gap between the ends of i-1 and i, so host stalls that leave the GPU idle
+    count. The ``collect`` share runs from the end of i-1 to the split mark, ``update`` from there to the end.
+    """
+
+    device: torch.device
+
+    def __post_init__(self) -> None:
+        self._last: torch.cuda.Event | float | None = None
+        self._split: torch.cuda.Event | float | None = None
+        self._pending: list[Lap] = []
+
+    def _mark(self):
+        if self.device.type == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def _seconds(self, begin, end) -> float:
+        return begin.elapsed_time(end) / 1000.0 if self.device.type == "cuda" else end - begin
+
+    def start(self) -> None:
+        self._last = self._mark()
+        self._pending.clear()
+
+    def split(self) -> None:
+        """Collection of this iteration is done; what follows until ``lap`` is the update."""
+        self._split = self._mark()
+
+    def lap(self) -> None:
+        mark = self._mark()
+        self._pending.append((self._last, self._split, mark))
+        self._last = mark
+
+    def take(self) -> list[Lap]:
+        """The iterations lapped since the last take, not yet resolved (no wait)."""
+        laps, self._pending = self._pending, []
+        return laps
+
+    def resolve(self, laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
+        """Seconds of each of ``laps`` with its collect/update split (on CUDA, waits for the last one's end)."""
+        if self.device.type == "cuda" and laps:
+            laps[-1][2].synchronize()
+        return [
+            (self._seconds(begin, end), {"collect": self._seconds(begin, split), "update": self._seconds(split, end)})
+            for begin, split, end in laps
+        ]
+
+
+@dataclass
+class LogPoint:
+    """What one log point reports, copied to host memory behind the iteration it closes.
+
+    ``read`` waits only for those copies. A loop that queues the next iteration before reading keeps the GPU
+    busy while the host writes its logs; reading at once would leave the GPU idle for the whole host side of
+    the log point, and the iteration after it without its env/update overlap.
+    """
+
+    iteration: int
+    env_steps: int
+    names: list[str]
+    term_steps: int
+    host: torch.Tensor
+    copied: torch.cuda.Event | None
+    laps: list[Lap] = field(default_factory=list)  # the iterations it closes, for the caller's timer
+
+    def ready(self) -> bool:
+        """True once ``read`` would not wait."""
+        return self.copied is None or self.copied.query()
+
+    def read(self) -> dict[str, float]:
+        if self.copied is not None:
+            self.copied.synchronize()
+        return dict(zip(self.names, self.host.tolist(), strict=True))
+
+
+def scalar_curricula(env: FunctionalEnv) -> list[str]:
+    """The task-level scalars the env's curricula keep (a penalty scale, a mean terrain level), for the logs."""
+    return [name for name, value in env.curricula.initial_state(env.ctx).items() if value.ndim == 0]
+
+
+class Report(NamedTuple):
+    """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
+    the episodes finished and the mean reward terms per env step since the previous log point, and the curricula's
+    task-level values as they stand (``curriculum_<name>``); and the ``health`` counters since the start
+    (``unilab.envs.runner.HEALTH``)."""
+
+    metrics: dict[str, float]
+    episodes: dict[str, float]
+    health: dict[str, int]
+
+
+class TrainerBase:
+    """The bookkeeping of a trainer's loop. A subclass sets ``runner``, ``device``, ``capture`` (whether steps are
+    recorded as CUDA graphs), ``iteration`` and ``env_steps``, calls ``_open_book`` once, ``_count_step`` on each
+    env step's transition inside its recorded steps, and advances ``_term_steps`` on the host per env step."""
+
+    runner: EnvRunner
+    device: torch.device
+    capture: bool
+    iteration: int
+    env_steps: int
+    # The stream the env steps on beside the updates; None: the current stream. A copy of the env state queued on
+    # it lands between two env steps, never inside one.
+    env_stream: torch.cuda.Stream | None = None
+
+    def _open_book(self, num_envs: int, reward_terms: Sequence[str], curricula: Sequence[str] = ()) -> None:
+        dev = self.device
+        self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
+        self._graph_out: dict[str, TensorDict | None] = {}
+        # Graphs of this trainer are recorded on this stream: graphs that replay at the same time must not share a
+        # capture stream (unilab.core.cuda_graphs).
+        self._capture_stream = torch.cuda.Stream(dev) if self.capture else None
+        self._episode_return = torch.zeros(num_envs, device=dev)
+        self._episodes = TensorDict(
+            {name: torch.zeros((), device=dev) for name in ("count", "return", "length")}, batch_size=[]
+        )
+        self._term_names = list(reward_terms)
+        self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
+        self._term_steps = 0
+        self._curriculum_names = list(curricula)  # task-level values, logged as they stand (a mean terrain level)
+
+    def _count_step(self, transition: TensorDict) -> None:
+        """Fold one env step's transition into the episode and reward-term sums (on the device)."""
+        done = transition["next", "done"]
+        self._episode_return += transition["next", "reward"]
+        finished = done.float()
+        self._episodes["count"] += finished.sum()
+        self._episodes["return"] += (self._episode_return * finished).sum()
+        self._episodes["length"] += (transition["episode_length"].float() * finished).sum()
+        self._episode_return *= 1.0 - finished
+        terms = transition["reward_terms"]
+        self._term_sums += torch.stack([terms[name] for name in self._term_names]).mean(-1)
+
+    def _graphed(
+        self, name: str, fn: Callable[[], TensorDict | None], generators: Sequence[torch.Generator] = ()
+    ) -> TensorDict | None:
+        """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
+        that later calls replay (on the current stream). Returns the first call's or the graph's output.
+        ``generators`` are the torch generators ``fn`` draws from, registered with its graph."""
+        if not self.capture:
+            return fn()
+        graph = self._graphs.get(name)
+        if graph is not None:
+            graph.replay()
+            return self._graph_out[name]
+        out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
+        self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, generators)
+        return out
+
+    def log_point(self, metrics: TensorDict) -> LogPoint:
+        """Queue copies of the latest update's ``metrics``, the episode and reward-term sums (then zero them)
+        and the health counters; nothing waits. Pass the result to ``report`` once more work is queued.
+
+        The health counters are copied on the learner stream, which has waited for this iteration's env step;
+        an env step queued later may or may not be counted in them (they only grow, so that only moves a
+        detection earlier).
+        """
+        parts = {f"metric/{key}": value.detach().reshape(()) for key, value in metrics.items()}
+        parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
+        parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
+        parts.update({f"curriculum/{name}": self.runner.state["task", name] for name in self._curriculum_names})
+        parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
+        # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
+        flat = torch.stack([value.double() for value in parts.values()])
+        self._episodes.zero_()
+        self._term_sums.zero_()
+        point_steps, self._term_steps = self._term_steps, 0
+        on_cuda = self.device.type == "cuda"
+        host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=on_cuda)
+        host.copy_(flat, non_blocking=on_cuda)
+        copied = None
+        if on_cuda:
+            copied = torch.cuda.Event()
+            copied.record()
+        return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
+
+    def report(self, point: LogPoint) -> Report:
+        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its ``Report``."""
+        values = point.read()
+        health = {key.removeprefix("health/"): int(v) for key, v in values.items() if key.startswith("health/")}
+        self.runner.check(health)
+        metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
+        episodes = {}
+        if point.term_steps:
+            episodes = {f"reward_{name}": values[f"term/{name}"] / point.term_steps for name in self._term_names}
+        episodes.update({f"curriculum_{name}": values[f"curriculum/{name}"] for name in self._curriculum_names})
+        count = values["episodes/count"]
+        if count > 0:
+            episodes.update(
+                episode_return=values["episodes/return"] / count,
+                episode_length=values["episodes/length"] / count,
+                episodes=count,
+            )
+        return Report(metrics, episodes, health)

@@ -1,0 +1,125 @@
+"""On-policy trainer over the functional env: a rollout of every env, then the learner's epochs of updates.
+
+Schedule: iteration i runs ``num_steps_per_env`` env steps of every env with the current policy (act, step,
+write into a preallocated ``[num_steps_per_env, num_envs]`` rollout buffer on the device), then the learner's
+update block on that rollout (GAE, epochs of minibatch updates, normaliser statistics). The rollout of i+1 acts
+with the weights the updates of i left: no policy lag, so nothing overlaps. On CUDA the whole rollout is recorded
+once as one CUDA graph and the update block as another; each iteration replays the two, with no host sync.
+One iteration is the rollout and its updates: ``num_envs * num_steps_per_env`` env steps per rank.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict
+
+from torchrl_ext.bookkeeping import TrainerBase, scalar_curricula
+from torchrl_ext.config import AlgoConfig
+from torchrl_ext.distributed import ALONE, World
+from torchrl_ext.learners import LEARNERS
+from torchrl_ext.seeding import rank_seed
+from unilab.core.spec import EnvSpec
+from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import EnvRunner
+
+# What a rollout keeps of each transition: the update needs no next policy observation, only the next critic's
+# (the value bootstrap at the end of the rollout and at truncations).
+ROLLOUT_KEYS = (
+    "policy",
+    "critic",
+    "action",
+    ("next", "critic"),
+    ("next", "reward"),
+    ("next", "done"),
+    ("next", "terminated"),
+)
+
+
+def rollout_buffer(spec: EnvSpec, steps: int) -> TensorDict:
+    """The preallocated ``[steps, num_envs]`` buffer every rollout writes into, in place."""
+    shape, dev = (steps, spec.num_envs), spec.device
+    obs = {group: torch.zeros(*shape, spec.obs_dims[group], device=dev) for group in ("policy", "critic")}
+    flags = {key: torch.zeros(shape, dtype=torch.bool, device=dev) for key in ("done", "terminated")}
+    return TensorDict(
+        {
+            **obs,
+            "action": torch.zeros(*shape, spec.action_dim, device=dev),
+            "next": {"critic": torch.zeros_like(obs["critic"]), "reward": torch.zeros(shape, device=dev), **flags},
+        },
+        batch_size=shape,
+    )
+
+
+class OnPolicyTrainer(TrainerBase):
+    """Runs the loop for an on-policy learner of ``torchrl_ext.learners`` (``cfg.name``: ppo).
+
+    With several ranks (``world``) each rank collects its own envs' rollout with its own env and action-noise
+    seeds; the learner averages gradients, the KL its learning rate follows and the normaliser statistics inside
+    the update block, so every rank takes the same steps and the loop is the same on every rank.
+    """
+
+    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, world: World = ALONE) -> None:
+        if cfg.name not in LEARNERS or not LEARNERS[cfg.name].on_policy:
+            on_policy = [name for name, learner in LEARNERS.items() if learner.on_policy]
+            raise ValueError(f"{cfg.name!r} is not an on-policy algo; those are: {', '.join(on_policy)}")
+        self.env, self.cfg, self.world = env, cfg, world
+        spec = env.spec()
+        self.device = spec.device
+        torch.manual_seed(rank_seed(cfg.seed, "loss", world.rank))  # nothing should draw from it; pinned anyway
+        self.learner = LEARNERS[cfg.name](spec, cfg, world=world)
+        # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
+        world.broadcast_(self.learner.shared_tensors())
+        self.capture = spec.graph_capturable
+        # The runner steps eagerly (compiled on CUDA); the rollout graph records its steps with everything else.
+        self.runner = EnvRunner(
+            env,
+            self.learner.act,
+            seed=rank_seed(cfg.seed, "env", world.rank),
+            capture=False,
+            compile=self.capture and cfg.compile,
+        )
+        self.rollout = rollout_buffer(spec, cfg.num_steps_per_env)
+        self.steps_per_iteration = env.num_envs * cfg.num_steps_per_env  # env steps of one iteration on this rank
+        self.iteration = 0
+        self.env_steps = 0
+        self._open_book(env.num_envs, spec.reward_terms, scalar_curricula(env))
+
+    @property
+    def graphs(self) -> dict[str, torch.cuda.CUDAGraph]:
+        """The recorded graphs of one iteration, in the order it runs them (empty until recorded), for profilers."""
+        return dict(self._graphs)
+
+    @property
+    def loss(self):
+        return self.learner.loss
+
+    @property
+    def ready(self) -> bool:
+        """Always: an on-policy iteration needs no data gathered before it."""
+        return True
+
+    def collect(self) -> None:
+        """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics;
+        on CUDA the first call also records it as one CUDA graph."""
+        self._graphed("rollout", self._rollout)
+        self.env_steps += self.steps_per_iteration
+        self._term_steps += self.cfg.num_steps_per_env
+
+    def _rollout(self) -> None:
+        for t in range(self.cfg.num_steps_per_env):
+            transition = self.runner.step()
+            self.rollout[t].update_(transition.select(*ROLLOUT_KEYS))
+            self._count_step(transition)
+
+    def update(self) -> TensorDict:
+        """The learner's update block on the latest rollout; on CUDA the first call also records it as a graph."""
+        return self._graphed("update", lambda: self.learner.update(self.rollout))
+
+    def state_dict(self) -> dict:
+        """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""
+        return {**self.learner.state_dict(), "iteration": self.iteration, "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state)
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])

@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from unilab.apps import catalog
 
 HEAVY = ("torch", "torchrl", "tensordict", "mujoco", "warp", "mujoco_warp", "hydra", "unilab.tasks", "torchrl_ext")
@@ -64,3 +66,19 @@ def test_the_declared_algorithms_and_backends_are_the_real_ones() -> None:
     fields = {f.name for f in dataclasses.fields(AlgoConfig)}
     assert set(catalog.OWN_ALGO_KEYS) <= set(LEARNERS)
     assert all(set(keys) <= fields for keys in catalog.OWN_ALGO_KEYS.values())
+
+
+def test_printed_commands_work_without_an_activated_venv(monkeypatch) -> None:
+    """Outside the venv (its bin/ off PATH) a printed command is its full path; inside, its bare name."""
+    import os
+    from pathlib import Path
+
+    from unilab.apps.args import shell_command
+
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "unilab").is_file():
+        pytest.skip("unilab is not installed beside this interpreter")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shell_command("unilab") == str(bin_dir / "unilab")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin")
+    assert shell_command("unilab") == "unilab"

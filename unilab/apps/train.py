@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from torchrl_ext.distributed import RankLost
-from unilab.apps.args import ArgumentParser, fail
+from unilab.apps.args import ArgumentParser, fail, shell_command
 from unilab.apps.catalog import ALGORITHMS, cuda_available, foreign_algo_keys, task_names
 from unilab.apps.compose import compose_config, unknown_key_message
 from unilab.apps.config import TrainConfig
@@ -62,13 +62,13 @@ def next_steps(training: TrainingRun, summary: RunSummary) -> str:
         lines.append(
             f"This was a short smoke run on the CPU ({cfg.algo.num_envs} envs, {summary.completed_iterations} "
             "iterations): it checks the whole pipeline; the policy is not expected to work yet. Policies learn in "
-            "minutes on a GPU: train --sim mjwarp (docs/results.md)."
+            f"minutes on a GPU: {shell_command('train')} --sim mjwarp (docs/results.md)."
         )
     lines += [
         "next:",
-        f"  tensorboard --logdir {run_dir}",
-        f"  unilab eval --checkpoint {checkpoint}",
-        f"  unilab play --checkpoint {checkpoint}",
+        f"  {shell_command('tensorboard')} --logdir {run_dir}",
+        f"  {shell_command('unilab')} eval --checkpoint {checkpoint}",
+        f"  {shell_command('unilab')} play --checkpoint {checkpoint}",
     ]
     return "\n".join(lines)
 

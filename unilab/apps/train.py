@@ -18,7 +18,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from torchrl_ext.distributed import RankLost
 from unilab.apps.args import ArgumentParser, fail, shell_command
 from unilab.apps.catalog import ALGORITHMS, cuda_available, foreign_algo_keys, task_names
-from unilab.apps.compose import compose_config, unknown_key_message
+from unilab.apps.compose import compose_config, task_knobs, unknown_key_message
 from unilab.apps.config import TrainConfig
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
@@ -95,12 +95,14 @@ def overrides_help(cfg: TrainConfig) -> str:
 
 def applying_config(cfg: TrainConfig) -> dict:
     """``cfg`` as ``train --cfg`` prints it: without the ``algo.*`` keys of other algorithms and the ``task.*`` keys
-    its task does not take (the schema holds every algorithm's and every task's, since both are registries)."""
+    its task does not take (the schema holds every algorithm's and every task's, since both are registries), and
+    with the task's own knobs as ``task.<knob>`` is spelt."""
     tree = OmegaConf.to_container(OmegaConf.structured(cfg))
     for key in foreign_algo_keys(cfg.algo.name):
         tree["algo"].pop(key, None)
     accepted = override_names(cfg.task.name) | {"name"}
-    tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted}
+    knobs = {knob: cfg.task.knobs.get(knob, default) for knob, default in task_knobs(cfg.task.name).items()}
+    tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted} | knobs
     return tree
 
 

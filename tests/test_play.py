@@ -110,8 +110,7 @@ def test_play_from_checkpoint_writes_video_and_still(
         ]
     )
     assert path == tmp_path / VIDEO_FILENAME and path.stat().st_size > 0
-    err = capsys.readouterr().err  # each slow phase says it has begun
-    assert "play: building 2 g1_walk_flat envs" in err and "play: rendering video (6 frames of 2 tiles)" in err
+    assert "play: rendering video (6 frames of 2 tiles)" in capsys.readouterr().err  # the slow phase says so
     assert read_frames(path)[0].shape == (H, W, 3)
     assert mpimg.imread(still).shape[:2] == (H, W)
 
@@ -198,8 +197,8 @@ def test_a_policy_of_another_task_is_refused_in_one_line(
     for command in (play.main, eval_main):
         with pytest.raises(SystemExit) as exc:
             command([source, path, "--task", "g1_motion_tracking", "--num-envs", "1"])
-        *progress, err = capsys.readouterr().err.splitlines()  # the phase lines, then the refusal in one
-        assert exc.value.code == 2 and ": error: " in err and not [line for line in progress if "error" in line], err
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.splitlines()) == 1, err
         assert "g1_walk_flat" in err and "g1_motion_tracking" in err
 
 

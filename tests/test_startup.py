@@ -82,3 +82,18 @@ def test_printed_commands_work_without_an_activated_venv(monkeypatch) -> None:
     assert shell_command("unilab") == str(bin_dir / "unilab")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin")
     assert shell_command("unilab") == "unilab"
+
+
+def test_the_stack_s_import_is_shown_on_a_terminal_and_then_erased(monkeypatch) -> None:
+    import io
+
+    from unilab.apps.cli import import_command
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert import_command("unilab eval", "json").__name__ == "json"
+    assert terminal.getvalue() == "unilab eval: loading torch, torchrl, MuJoCo and the tasks...\r\033[K"

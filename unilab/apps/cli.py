@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from types import ModuleType
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
-from unilab.apps.progress import announce
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
@@ -47,21 +47,26 @@ def main(argv: list[str] | None = None) -> None:
             fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
         print(list_everything())
         return
-    announce_imports(f"unilab {argv[0]}", argv[1:])
-    importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+    import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
 
 
-def announce_imports(prog: str, argv: list[str]) -> None:
-    """Say that the stack is loading (torch, torchrl, mujoco, the tasks): seconds on a small CPU, tens of seconds
-    under a cold cache, before the command can print anything. ``--help`` and ``--cfg`` are quiet: they only print."""
-    if not {"-h", "--help", "--cfg"} & set(argv):
-        announce(prog, "loading torch, torchrl, MuJoCo and the tasks")
+def import_command(prog: str, module: str) -> ModuleType:
+    """Import a command's module, saying on a terminal that the stack is loading (torch, torchrl, mujoco, the
+    tasks: seconds on a small CPU, tens of seconds under a cold cache, before the command can print anything). The
+    line is erased once the import is done, so that what the command prints next, an error included, stands alone."""
+    status = sys.stderr.isatty()
+    if status:
+        sys.stderr.write(f"{prog}: loading torch, torchrl, MuJoCo and the tasks...")
+        sys.stderr.flush()
+    try:
+        return importlib.import_module(module)
+    finally:
+        if status:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def train() -> None:
     """Console command ``train``: the environment is checked before the training stack is imported."""
     check_environment("train")
-    announce_imports("train", sys.argv[1:])
-    from unilab.apps.train import main as train_main
-
-    train_main()
+    import_command("train", "unilab.apps.train").main()

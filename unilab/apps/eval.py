@@ -158,11 +158,11 @@ def evaluate(
         check_rollout_memory(task, run_overrides, num_envs, device, record=True)
     figures, policy = {}, None
     for name, run_overrides in runs.items():
-        start = "" if name == "reset" else f", {name}"
-        announce("eval", f"{suite}{start}: {num_envs} {task} envs on {sim}, one episode each")
         env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
         if policy is None:
             policy = source.policy(env)
+        start = "" if name == "reset" else f", {name}"  # said once the policy fits: a refusal stays one line
+        announce("eval", f"{suite}{start}: {num_envs} {task} envs on {sim}, one episode each")
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         data = rollout(env, policy, seed, capture=capture)

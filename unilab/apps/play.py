@@ -241,7 +241,6 @@ def play(
     source = policy_source(checkpoint, onnx, task)
     overrides = shown_overrides(source.task, source.overrides, seconds)
     check_rollout_memory(source.task, overrides, num_envs, "cpu", record=False)
-    announce("play", f"building {num_envs} {source.task} envs on the CPU and loading the policy")
     env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     policy = source.policy(env)
     if out is None:

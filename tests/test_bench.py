@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from unilab.apps import bench
 
@@ -121,3 +122,18 @@ def test_two_runs_of_one_seed_never_part_on_the_cpu(sim: str, capsys: pytest.Cap
     assert row["bench"] == "drift" and row["steps"] == 10
     assert row["one_step_max_qpos_gap"] == 0.0 and row["first_step_apart"] is None
     assert row["gaps"]["10"] == {"max_qpos_gap": 0.0, "worlds_apart": 0}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU defaults")
+def test_env_bench_on_a_cpu_defaults_to_sizes_that_end_quickly_and_says_what_it_runs(monkeypatch, capsys) -> None:
+    measured = []
+
+    def fake_bench(task: str, sim: str, num_envs: int, steps: int, device, compile: bool) -> dict:
+        measured.append((sim, num_envs, steps))
+        return {"bench": "env", "num_envs": num_envs}
+
+    monkeypatch.setattr(bench, "bench_env", fake_bench)
+    bench.main(["env", "--task", "g1_walk_flat"])
+    assert measured == [("mujoco", 16, 50), ("mujoco", 64, 50)]
+    err = capsys.readouterr().err
+    assert "unilab bench: env: 16 g1_walk_flat envs on mujoco (cpu), 50 steps" in err.splitlines()

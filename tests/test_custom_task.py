@@ -1,11 +1,17 @@
-"""The custom-task tutorial (docs/custom_task.md), followed step by step: a standing task defined outside the
-package, registered, checked by TorchRL and trained through ``train``; and the entry-point route."""
+"""The custom-task tutorial (docs/custom_task.md), followed step by step: its package written from the page's
+code blocks, the task registered, checked by TorchRL and trained through ``train``; and the entry-point route
+with the page's ``pyproject.toml``."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
+import sys
+import tomllib
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -14,65 +20,30 @@ from torchrl.envs.utils import check_env_specs
 import unilab
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
-from unilab.context import EnvContext
-from unilab.envs.config import TaskConfig
-from unilab.managers.terms import ActionTerm, EventTerm, ObsTerm, RewardTerm, TerminationTerm
-from unilab.mdp import actions, events, observations, rewards, terminations
-from unilab.robots import g1
-from unilab.sim import SimConfig
 from unilab.tasks import registry
-from unilab.tasks.task import Task
 
-# -- the tutorial's task ---------------------------------------------------------------------------------------
-
-
-def root_height_exp(state, ctx: EnvContext, target: float, sigma: float) -> torch.Tensor:
-    """1 at the target pelvis height, falling off as a Gaussian: the task's own reward term."""
-    return torch.exp(-((state["sim", "qpos"][:, 2] - target) ** 2) / sigma**2)
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "custom_task.md"
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
+FILE_HEADER = re.compile(r"^# (\S+\.(?:py|yaml|toml))(, continued)?$")
 
 
-def make_stand_config(push: float = 0.5, push_every_s: tuple[float, float] = (1.0, 3.0)) -> TaskConfig:
-    """The G1 standing still; shoves of up to ``push`` m/s at the start of every episode and then every
-    ``push_every_s`` seconds."""
-    policy = {
-        "gyro": ObsTerm(observations.sensor, {"name": "torso_gyro"}, scale=0.25),
-        "gravity": ObsTerm(observations.projected_gravity, {"body": g1.TORSO_BODY}),
-        "joint_pos": ObsTerm(observations.joint_pos_rel, noise=0.01),
-        "joint_vel": ObsTerm(observations.joint_vel, scale=0.05),
-        "actions": ObsTerm(observations.last_action),
-    }
-    critic = {**policy, "linvel": ObsTerm(observations.sensor, {"name": "pelvis_local_linvel"})}
-    return TaskConfig(
-        name="g1_stand",
-        scene=g1.SCENE,
-        robot=g1.ROBOT,
-        physics=SimConfig(substeps=3),
-        episode_length_s=10.0,
-        action=ActionTerm(actions.joint_position_offsets, {"scale": 0.5}),
-        observations={"policy": policy, "critic": critic},
-        rewards={
-            "height": RewardTerm(root_height_exp, 2.0, {"target": g1.ROOT_HEIGHT, "sigma": 0.1}),
-            "upright": RewardTerm(rewards.upvector_xy_l2, -5.0, {"upvector": "torso_upvector"}),
-            "action_rate": RewardTerm(rewards.action_rate_l2, -0.05),
-            "alive": RewardTerm(rewards.alive, 1.0),
-        },
-        terminations={
-            "fall": TerminationTerm(terminations.root_height_below, {"min_height": 0.4}),
-            "time_out": TerminationTerm(terminations.time_out, time_out=True),
-        },
-        events={
-            "start": EventTerm(
-                events.reset_to_default_pose, {"xy_range": 0.0, "yaw_range": 3.14, "root_vel_range": push}
-            ),
-            "shove": EventTerm(events.push_root, {"speed_range": (0.0, push)}, interval_s=push_every_s),
-        },
-    )
+def tutorial_files() -> dict[str, str]:
+    """The page's files: each code block whose first line is ``# <path>`` (``, continued``: more of that file)."""
+    files: dict[str, str] = {}
+    for _, body in BLOCK.findall(TUTORIAL.read_text()):
+        first, _, rest = body.partition("\n")
+        named = FILE_HEADER.match(first)
+        if named:
+            path = named.group(1)
+            files[path] = files.get(path, "") + (rest if named.group(2) else body)
+    return files
 
 
-TASK = Task("g1_stand", make_stand_config)  # what an entry point names
-
-
-# -- the tutorial, checked --------------------------------------------------------------------------------------
+def snippets(language: str) -> list[str]:
+    """The page's code blocks in ``language`` that are not files: what a user types."""
+    return [
+        body for lang, body in BLOCK.findall(TUTORIAL.read_text()) if lang == language and not body.startswith("# ")
+    ]
 
 
 @pytest.fixture
@@ -81,11 +52,48 @@ def clean_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_registered", {})
 
 
-def test_a_registered_task_passes_torchrl_checks_and_trains(tmp_path: Path, clean_registry: None) -> None:
-    tuning = tmp_path / "sac.yaml"
-    tuning.write_text("# @package algo\ntau: 0.2\ngamma: 0.95\n")
-    unilab.register_task("g1_stand", make_stand_config, tuning={"sac": tuning})
+@pytest.fixture
+def stand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_registry: None) -> ModuleType:
+    """The tutorial's package ``my_tasks``, written from the page into a temporary project and importable; it is
+    forgotten after the test."""
+    project = tmp_path / "my-tasks"
+    for path, text in tutorial_files().items():
+        target = project / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    (project / "my_tasks" / "__init__.py").touch()
+    monkeypatch.syspath_prepend(str(project))
+    for name in [m for m in sys.modules if m == "my_tasks" or m.startswith("my_tasks.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module = importlib.import_module("my_tasks.g1_stand")
+    yield module
+    for name in [m for m in sys.modules if m == "my_tasks" or m.startswith("my_tasks.")]:
+        del sys.modules[name]
+
+
+def test_the_page_gives_every_file_of_the_package() -> None:
+    assert set(tutorial_files()) == {
+        "my_tasks/g1_stand/config.py",
+        "my_tasks/g1_stand/__init__.py",
+        "my_tasks/g1_stand/sac.yaml",
+        "pyproject.toml",
+    }
+    project = tomllib.loads(tutorial_files()["pyproject.toml"])
+    assert project["project"]["entry-points"]["unilab.tasks"] == {"g1_stand": "my_tasks.g1_stand:TASK"}
+    assert project["tool"]["setuptools"]["package-data"] == {"my_tasks.g1_stand": ["*.yaml"]}
+
+
+# -- the tutorial, checked --------------------------------------------------------------------------------------
+
+
+def test_a_registered_task_passes_torchrl_checks_and_trains(
+    tmp_path: Path, stand: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register, check = snippets("python")
+    monkeypatch.chdir(tmp_path)  # the tuning path is the package's, wherever the user stands
+    exec(register, {})
     assert "g1_stand" in unilab.list_tasks()
+    exec(check, {})  # check_env_specs on the registered task
 
     env = unilab.make_env("g1_stand", sim="mujoco", num_envs=2, push=1.0)
     check_env_specs(env)
@@ -105,35 +113,40 @@ def test_a_registered_task_passes_torchrl_checks_and_trains(tmp_path: Path, clea
         "training.progress=false",
         f"training.log_dir={tmp_path / 'run'}",
     ]
-    cfg = compose_config(overrides)
+    cfg = compose_config([*overrides, "task.push=1.0"])  # the factory's knob, as the page sets it
     assert cfg.algo.gamma == 0.95 and cfg.algo.tau == 0.2  # the task's tuning for sac was applied
+    assert cfg.task.knobs == {"push": 1.0}
     summary = run(cfg)
     assert summary.status == "completed" and summary.completed_iterations == 3
     recorded = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert recorded["task"] == "g1_stand"
 
 
-def test_a_task_named_by_an_entry_point_is_found(monkeypatch: pytest.MonkeyPatch, clean_registry: None) -> None:
-    point = EntryPoint(name="g1_stand", value=f"{__name__}:TASK", group=registry.ENTRY_POINT_GROUP)
+def test_a_task_named_by_an_entry_point_is_found(monkeypatch: pytest.MonkeyPatch, stand: ModuleType) -> None:
+    ((name, value),) = tomllib.loads(tutorial_files()["pyproject.toml"])["project"]["entry-points"][
+        "unilab.tasks"
+    ].items()
+    point = EntryPoint(name=name, value=value, group=registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "entry_points", lambda group: [point] if group == point.group else [])
     monkeypatch.setattr(registry, "_discovered", None)
-    assert registry.get_task("g1_stand").make_config is make_stand_config
+    task = registry.get_task("g1_stand")
+    assert task.make_config is stand.make_stand_config and task.tuning["sac"].is_file()
     assert {"g1_walk_flat", "g1_motion_tracking", "g1_stand"} <= set(unilab.list_tasks())
 
 
 def test_an_entry_point_that_is_not_a_task_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    point = EntryPoint(name="broken", value=f"{__name__}:make_stand_config", group=registry.ENTRY_POINT_GROUP)
+    point = EntryPoint(name="broken", value="unilab.tasks.registry:make_task", group=registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "entry_points", lambda group: [point])
     monkeypatch.setattr(registry, "_discovered", None)
     with pytest.raises(TypeError, match=r"entry point broken = .* is not a unilab Task"):
         unilab.list_tasks()
 
 
-def test_interval_pushes_fire_on_their_timer_and_donation_matches(clean_registry: None) -> None:
+def test_interval_pushes_fire_on_their_timer_and_donation_matches(stand: ModuleType) -> None:
     from unilab.core.rng import make_rng
     from unilab.tasks.registry import make_functional_env
 
-    unilab.register_task("g1_stand", make_stand_config)
+    unilab.register_task("g1_stand", stand.make_stand_config)
     pushed = make_functional_env("g1_stand", sim="mujoco", num_envs=3, push=0.5, push_every_s=(0.04, 0.04))
     calm = make_functional_env("g1_stand", sim="mujoco", num_envs=3, push=0.0, push_every_s=(0.04, 0.04))
     rng = make_rng(0)

@@ -239,7 +239,12 @@ def test_a_library_tracker_meets_the_thresholds_only_on_every_clip() -> None:
     printed = format_table(
         {**result({"a": good, "b": weak}), "task": "g1_motion_tracking", "num_envs": 16, "seed": 0, "steps": 9}
     )
-    assert printed.splitlines()[-2:] == ["  per_clip: 1 of 2 meet the thresholds", "    below: b"]
+    assert printed.splitlines()[-3:] == [
+        "  per_clip: 1 of 2 meet the thresholds",
+        "    below: b",
+        "  verdict: FAIL (survival_rate 0.9500 >= 0.9, body_pos_error 0.0600 <= 0.1)",
+    ]
+    assert printed.splitlines()[0].startswith("eval g1_motion_tracking, suite nominal (16 envs")
 
 
 def test_missing_checkpoint_names_the_path(tmp_path: Path, capsys) -> None:
@@ -281,7 +286,9 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
         assert "--device cuda: CUDA is not available on this machine" in capsys.readouterr().err
 
 
-def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(tiny_run: Path, tmp_path: Path) -> None:
+def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from unilab.apps.eval import SUITES, suite_overrides
 
     def built(suite: str):
@@ -311,6 +318,11 @@ def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(t
         ["--checkpoint", checkpoint, "--num-envs", "3", "--episode-s", "0.2", "--suite", "all", "--out", str(out)]
     )
     assert list(results) == list(SUITES)
+    printed = capsys.readouterr()
+    headers = [line for line in printed.out.splitlines() if line.startswith("eval g1_walk_flat")]
+    assert [line.split(", suite ")[1].split(" (")[0] for line in headers] == list(SUITES)  # each block names its own
+    assert printed.out.count("  verdict: ") == len(SUITES)  # and says whether it meets the thresholds
+    assert "eval: push: 3 g1_walk_flat envs on mujoco, one episode each" in printed.err  # progress, off stdout
     for suite in SUITES:
         data = _check_summary(out / summary_name("model_3.pt", suite), "checkpoint")
         assert data["suite"] == suite and results[suite]["fall_rate"] == data["fall_rate"]

@@ -38,6 +38,7 @@ def test_two_checkpoints_of_a_run_keep_two_summaries(run_copy: Path) -> None:
 def test_an_earlier_summary_is_replaced_only_with_force(run_copy: Path, capsys: pytest.CaptureFixture) -> None:
     checkpoint = str(run_copy / "model_3.pt")
     main(["--checkpoint", checkpoint, *FAST, "--seed", "1"])
+    capsys.readouterr()  # the first eval's output; the second's refusal is read below
     target = run_copy / summary_name("model_3.pt")
     with pytest.raises(SystemExit) as exit_info:
         main(["--checkpoint", checkpoint, *FAST, "--seed", "2"])

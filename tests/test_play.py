@@ -88,7 +88,9 @@ def test_tiles_show_each_env_in_its_own_state() -> None:
     assert np.abs(left.astype(int) - right.astype(int)).mean() > 1
 
 
-def test_play_from_checkpoint_writes_video_and_still(tiny_run: Path, tmp_path: Path) -> None:
+def test_play_from_checkpoint_writes_video_and_still(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     checkpoint = next(tiny_run.glob("model_*.pt"))
     size = ["--width", str(W), "--height", str(H)]
     still = tmp_path / "still.png"
@@ -108,6 +110,7 @@ def test_play_from_checkpoint_writes_video_and_still(tiny_run: Path, tmp_path: P
         ]
     )
     assert path == tmp_path / VIDEO_FILENAME and path.stat().st_size > 0
+    assert "play: rendering video (6 frames of 2 tiles)" in capsys.readouterr().err  # the slow phase says so
     assert read_frames(path)[0].shape == (H, W, 3)
     assert mpimg.imread(still).shape[:2] == (H, W)
 

@@ -554,11 +554,19 @@ def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     text = capsys.readouterr().out
-    assert exit_info.value.code == 0 and "key=value" in text and "algo.num_envs                4096" in text
+    assert exit_info.value.code == 0 and "key=value" in text
+    with pytest.raises(SystemExit):  # the defaults shown are the run's: the mujoco profile's sizes, not the schema's
+        main(["--help", "--sim", "mujoco"])
+    text = capsys.readouterr().out
+    assert "--sim mujoco" in text and "algo.num_envs                16\n" in text and "task.motion_file" not in text
     for spelling in (["--cfg"], ["--cfg", "job"]):
         main([*spelling, "sim=mujoco", "algo.num_envs=8", f"training.log_dir={tmp_path / 'run'}"])
         printed = capsys.readouterr().out
         assert "num_envs: 8" in printed and "name: mujoco" in printed
+        assert "target_sigma" not in printed and "motion_file" not in printed  # FlashSAC's, the tracking task's
+    main(["--cfg", "sim=mujoco", "algo=flashsac"])
+    printed = capsys.readouterr().out
+    assert "target_sigma: " in printed and "target_entropy_ratio" not in printed
     assert not (tmp_path / "run").exists()  # printing the config did no work
 
 

@@ -105,3 +105,14 @@ def check_room(folder: Path, need_bytes: int) -> None:
         raise InputError(
             f"only {free / 2**20:.1f} MiB free in {folder}, and this writes about {need_bytes / 2**20:.1f} MiB"
         )
+
+
+def shell_command(name: str) -> str:
+    """How to type the console command ``name`` so that it works in the shell the user is in: its bare name where
+    the shell finds this environment's copy, else its full path (a virtual environment that was never activated
+    leaves its commands off ``PATH``, and a printed ``unilab eval ...`` would fail as "command not found")."""
+    beside = Path(sys.executable).parent / name
+    found = shutil.which(name)
+    if not beside.is_file() or (found is not None and Path(found).resolve() == beside.resolve()):
+        return name
+    return str(beside)

@@ -23,6 +23,7 @@ import mujoco
 import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device
+from unilab.apps.progress import announce
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.assets import G1_FLAT_SCENE
 from unilab.core.cuda_graphs import record, warm_up
@@ -377,12 +378,29 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     }
 
 
-def _add_env_stepping_args(parser: argparse.ArgumentParser, num_envs: str) -> None:
+# Default (--num-envs, --steps) per bench: on a GPU, training's sizes; on a CPU those take many minutes per
+# measurement (C MuJoCo steps a few thousand G1 control steps a second on a small machine), so there the defaults
+# are sizes that finish in seconds and still show how the rate scales.
+SIZES = {
+    "cuda": {"physics": ("2048,8192", 200), "env": ("2048,8192", 200), "drift": ("2048", 200)},
+    "cpu": {"physics": ("16,64", 50), "env": ("16,64", 50), "drift": ("16", 50)},
+}
+
+
+def _sizes_help(bench: str) -> tuple[str, str]:
+    gpu, cpu = SIZES["cuda"][bench], SIZES["cpu"][bench]
+    return f"comma-separated counts (default {gpu[0]} on CUDA, {cpu[0]} on the CPU)", (
+        f"timed steps per measurement (default {gpu[1]} on CUDA, {cpu[1]} on the CPU)"
+    )
+
+
+def _add_env_stepping_args(parser: argparse.ArgumentParser, bench: str) -> None:
     """The options of the benches that step a task's env (``env`` and ``drift``)."""
+    sizes, steps = _sizes_help(bench)
     parser.add_argument("--task", default="g1_walk_flat")
     parser.add_argument("--sim", choices=BACKENDS, default=None)
-    parser.add_argument("--num-envs", default=num_envs, help="comma-separated env counts")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--num-envs", default=None, help=sizes)
+    parser.add_argument("--steps", type=int, default=None, help=steps)
     parser.add_argument("--device", default=None)
     parser.add_argument("--compile", action="store_true", help="torch.compile the step before capturing it")
 
@@ -404,8 +422,9 @@ def _parser() -> ArgumentParser:
     sub = parser.add_subparsers(dest="bench", required=True)
     phys = sub.add_parser("physics", help="control steps/s of the physics backend, eager and CUDA-graph captured")
     phys.add_argument("--sim", choices=BACKENDS, default=None, help="default: mjwarp with CUDA, else mujoco")
-    phys.add_argument("--num-envs", default="2048,8192", help="comma-separated world counts")
-    phys.add_argument("--steps", type=int, default=200, help="timed control steps per measurement")
+    sizes, steps = _sizes_help("physics")
+    phys.add_argument("--num-envs", default=None, help=sizes.replace("counts", "world counts"))
+    phys.add_argument("--steps", type=int, default=None, help=steps.replace("steps", "control steps", 1))
     phys.add_argument("--device", default=None)
     phys.add_argument("--iterations", type=int, default=None, help="solver iterations (default: the MJCF's)")
     phys.add_argument("--ls-iterations", type=int, default=None)
@@ -415,9 +434,9 @@ def _parser() -> ArgumentParser:
         "--terrain", choices=LAYOUTS, default=None, help="on the rough walk's terrain grid, in this layout"
     )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
-    _add_env_stepping_args(env, num_envs="2048,8192")
+    _add_env_stepping_args(env, "env")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
-    _add_env_stepping_args(drift, num_envs="2048")
+    _add_env_stepping_args(drift, "drift")
     train = sub.add_parser("train", help="the canonical `train` runs, repeated; their tail rates")
     train.add_argument("--workloads", default="sac,flashsac", help=f"comma-separated: {', '.join(CANONICAL_WORKLOADS)}")
     train.add_argument("--repeats", type=int, default=3)
@@ -472,11 +491,12 @@ def main(argv: list[str] | None = None) -> None:
             # An input error (exit status 2) in every failed run is the caller's; anything else is the runs'.
             raise SystemExit(2 if all(row["returncode"] == 2 for row in failed) else 1)
         return
-    sizes = _positive_counts(parser, args.num_envs)
+    where = "cuda" if resolve_sim_device(parser.prog, sim, args.device).startswith("cuda") else "cpu"
+    default_sizes, default_steps = SIZES[where][args.bench]
+    sizes = _positive_counts(parser, args.num_envs or default_sizes)
+    args.steps = default_steps if args.steps is None else args.steps
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
-    if args.device is not None:
-        resolve_sim_device(parser.prog, sim, args.device)
     if args.bench in ("env", "drift"):
         from unilab.tasks.registry import list_tasks
 
@@ -484,6 +504,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown task {args.task!r}; known tasks: {', '.join(list_tasks())}")
         bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:
+            announce(parser.prog, f"{args.bench}: {n} {args.task} envs on {sim} ({where}), {args.steps} steps")
             print(json.dumps(bench(args.task, sim, n, args.steps, args.device, args.compile)), flush=True)
         return
     _run_physics(parser, args, sim, sizes)
@@ -509,6 +530,7 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
         except InsufficientMemoryError as exc:
             parser.error(str(exc))
     for n in sizes:
+        announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
             print(json.dumps(bench_physics(sim, n, args.steps, args.device, config, args.terrain)), flush=True)
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such

@@ -1,11 +1,17 @@
-"""The ``unilab`` console command: one entry point with subcommands."""
+"""The ``unilab`` console command: one entry point with subcommands.
+
+A subcommand's module is imported only when it runs: ``unilab --help`` and ``unilab list`` import no torchrl, mujoco
+or task (``unilab.apps.catalog``), so they answer in a fraction of the training stack's import time.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from types import ModuleType
 
 from unilab.apps.args import check_environment, fail
+from unilab.apps.catalog import list_everything
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
@@ -21,22 +27,6 @@ def usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
     return "usage: unilab <command> [args]   (unilab <command> --help for each)\n\ncommands:\n" + "\n".join(lines)
-
-
-def list_everything() -> str:
-    """What can be trained: every registered task with its sizes, the algorithms and the backends."""
-    from torchrl_ext.learners import LEARNERS
-    from unilab.sim import BACKENDS, default_backend
-    from unilab.tasks.registry import list_tasks, make_functional_env
-
-    lines = ["tasks (observations: policy / critic, actions):"]
-    for name in list_tasks():
-        env = make_functional_env(name, sim="mujoco", num_envs=1)
-        lines.append(f"  {name:<22} {env.obs_dims['policy']} / {env.obs_dims['critic']}, {env.action_dim}")
-    lines.append("algorithms:")
-    lines += [f"  {name:<22} {learner.summary}" for name, learner in LEARNERS.items()]
-    lines.append(f"physics backends: {', '.join(BACKENDS)} (default here: {default_backend()})")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,12 +48,26 @@ def main(argv: list[str] | None = None) -> None:
             fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
         print(list_everything())
         return
-    importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:])
+    import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
+
+
+def import_command(prog: str, module: str) -> ModuleType:
+    """Import a command's module, saying on a terminal that the stack is loading (torch, torchrl, mujoco, the
+    tasks: seconds on a small CPU, tens of seconds under a cold cache, before the command can print anything). The
+    line is erased once the import is done, so that what the command prints next, an error included, stands alone."""
+    status = sys.stderr.isatty()
+    if status:
+        sys.stderr.write(f"{prog}: loading torch, torchrl, MuJoCo and the tasks...")
+        sys.stderr.flush()
+    try:
+        return importlib.import_module(module)
+    finally:
+        if status:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def train() -> None:
     """Console command ``train``: the environment is checked before the training stack is imported."""
     check_environment("train")
-    from unilab.apps.train import main as train_main
-
-    train_main()
+    import_command("train", "unilab.apps.train").main()

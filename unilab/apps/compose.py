@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -96,8 +98,39 @@ def unknown_key_message(key: str) -> str:
     return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
 
 
+PLAIN = (bool, int, float, str)
+
+
+def task_knobs(name: str) -> dict[str, object]:
+    """The knobs ``task.<knob>=value`` sets on task ``name``, with their defaults: its config factory's keyword
+    arguments whose default is a plain value (a number, a flag, a word) or None; an argument that takes a structure
+    (a ``Randomization``) is the Python API's. The schema's own ``task.*`` keys are not among them."""
+    fixed = {f.name for f in dataclasses.fields(TaskSelection)}
+    parameters = inspect.signature(get_task(name).make_config).parameters.values()
+    return {
+        p.name: p.default
+        for p in parameters
+        if p.name not in fixed and (p.default is None or isinstance(p.default, PLAIN))
+    }
+
+
+def knob_overrides(overrides: list[str]) -> list[str]:
+    """``task.<knob>=value`` for a key the schema lacks, as ``++task.knobs.<knob>=value`` (Hydra adds it to the dict
+    of knobs); everything else as given. Which knobs the task takes ``check_task_keys`` says, once the task is known."""
+    fixed = {f.name for f in dataclasses.fields(TaskSelection)}
+    rewritten = []
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        knob = key.removeprefix("task.")
+        if equals and key.startswith("task.") and "." not in knob and knob not in fixed:
+            override = f"++task.knobs.{knob}={value}"
+        rewritten.append(override)
+    return rewritten
+
+
 def compose_config(overrides: list[str]) -> TrainConfig:
     """Hydra composition checked against the typed schema; unknown names fail here, before any work."""
+    overrides = knob_overrides(overrides)
     algo, task, sim = (_group(overrides, g) for g in ("algo", "task", "sim"))
     experiment = _group(overrides, "+experiment")
     if experiment is not None and experiment not in experiments():
@@ -116,7 +149,8 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     with open_dict(composed):
         choices = OmegaConf.to_container(composed.pop("hydra").runtime.choices)
     check_file_bools(choices)
-    unknown = sorted(set(_leaf_keys(OmegaConf.to_container(composed))) - set(schema_keys()))
+    leaves = {key for key in _leaf_keys(OmegaConf.to_container(composed)) if not key.startswith("task.knobs.")}
+    unknown = sorted(leaves - set(schema_keys()))  # the knobs a task takes are its own: check_task_keys
     if unknown:
         raise ValueError(unknown_key_message(unknown[0]))
     # The values as the user typed them (compose has checked their syntax, and converted them to the schema's types).
@@ -130,17 +164,35 @@ def compose_config(overrides: list[str]) -> TrainConfig:
 
 
 def check_task_keys(cfg: TrainConfig) -> None:
-    """``task.*`` keys set for a task that does not take them. The schema holds the keys of every task (``train
-    --cfg`` lists them all, those left unset as null) since tasks are registered at run time; which of them a task
-    takes, its factory's arguments and ``TaskConfig``'s fields say (``override_names``)."""
+    """``task.*`` keys set for a task that does not take them, and knobs of the wrong type. The schema holds the keys
+    of every task since tasks are registered at run time; which of them a task takes, its factory's arguments and
+    ``TaskConfig``'s fields say (``override_names``), its knobs its factory's plain arguments (``task_knobs``)."""
     accepted = override_names(cfg.task.name)
-    stray = [key for key in task_overrides(cfg) if key not in accepted]
+    knobs = task_knobs(cfg.task.name)
+    own = [f"task.{f.name}" for f in dataclasses.fields(TaskSelection) if f.name in accepted - {"name"}]
+    own += [f"task.{knob}" for knob in knobs]
+    stray = [key for key in task_overrides(cfg) if key not in accepted or (key in cfg.task.knobs and key not in knobs)]
     if stray:
-        own = [f"task.{f.name}" for f in dataclasses.fields(TaskSelection) if f.name in accepted - {"name"}]
         raise ValueError(
-            f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)} "
-            "(train --cfg lists the keys of every task)"
+            f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
+    for knob, value in cfg.task.knobs.items():
+        if not _fits(knobs[knob], value):
+            raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
+
+
+def _fits(default: object, value: object) -> bool:
+    """Whether ``value`` may replace a knob's ``default``: a flag for a flag, a whole number for a count, a finite
+    number for a float, a word for a word (a None default takes anything: the factory checks it)."""
+    if default is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, float):
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, str)
 
 
 def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
@@ -151,4 +203,4 @@ def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
         overrides["episode_length_s"] = cfg.task.episode_length_s
     if cfg.task.failure_look_back is not None:
         overrides["failure_look_back"] = cfg.task.failure_look_back
-    return overrides
+    return {**overrides, **cfg.task.knobs}

@@ -12,6 +12,7 @@ import math
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from torchrl_ext.config import TARGET_ENTROPY_RATIO_RANGE, AlgoConfig
 from torchrl_ext.learners import LEARNERS
@@ -37,6 +38,9 @@ class TaskSelection:
     motion_file: str | None = None
     episode_length_s: float | None = None  # None: the task's own
     failure_look_back: int | None = None  # tracking's adaptive sampler, in bins (None: the task's own)
+    # The task's other knobs, its config factory's keyword arguments of plain type (``task.noise_scale=0.5`` lands
+    # here as ``noise_scale``; unilab.apps.compose.task_knobs lists a task's).
+    knobs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

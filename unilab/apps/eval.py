@@ -30,6 +30,7 @@ import torch
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
+from unilab.apps.progress import announce, bar
 from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
 from unilab.envs.config import TaskConfig, task_model
@@ -73,7 +74,7 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
     length = torch.full((n,), env.ctx.max_episode_steps, dtype=torch.int64, device=dev)
     steps: list[dict[str, torch.Tensor]] = []
     actives: list[torch.Tensor] = []
-    for _ in range(env.ctx.max_episode_steps):
+    for _ in bar(range(env.ctx.max_episode_steps), "rolling out", "step"):
         transition = runner.step()
         done = transition["next", "done"]
         ending = running & done
@@ -160,6 +161,8 @@ def evaluate(
         env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
         if policy is None:
             policy = source.policy(env)
+        start = "" if name == "reset" else f", {name}"  # said once the policy fits: a refusal stays one line
+        announce("eval", f"{suite}{start}: {num_envs} {task} envs on {sim}, one episode each")
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         data = rollout(env, policy, seed, capture=capture)
@@ -339,7 +342,8 @@ def format_table(result: dict[str, Any]) -> str:
     others = [k for k, v in result.items() if primary and isinstance(v, dict) and k != primary]
     rows = figures(result) + [(f"{name}.{k}", v) for name in others for k, v in figures(result[name])]
     width = max(len(k) for k, _ in rows)
-    head = f"eval {result['task']} ({result['num_envs']} envs, seed {result['seed']}, {result['steps']} steps)"
+    suite, n = result.get("suite", "nominal"), result["num_envs"]
+    head = f"eval {result['task']}, suite {suite} ({n} envs, seed {result['seed']}, {result['steps']} steps)"
     lines = [head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)]
     if result.get("nonfinite_actions"):
         lines.append(
@@ -350,7 +354,20 @@ def format_table(result: dict[str, Any]) -> str:
             below = [group for group, meets in verdicts.items() if not meets]
             lines.append(f"  {name}: {len(verdicts) - len(below)} of {len(verdicts)} meet the thresholds")
             lines += [f"    below: {group}" for group in below]
-    return "\n".join(lines)
+    return "\n".join([*lines, verdict_line(result)])
+
+
+def verdict_line(result: dict[str, Any]) -> str:
+    """The summary's verdict against the task's thresholds, each threshold with the figure it judged."""
+    thresholds = metrics_of(result["task"]).thresholds
+    if not thresholds:
+        return "  verdict: none (the task declares no thresholds)"
+    judged = []
+    for metric, (op, bound) in thresholds.items():
+        value = result.get(metric)
+        judged.append(f"{metric} {'missing' if value is None else f'{value:.4f}'} {op} {bound:g}")
+    passed = meets_thresholds(result["task"], result)
+    return f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)})"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -27,11 +27,11 @@ from typing import Any
 import mujoco
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
 from unilab.apps.config import MAX_PLAY_SECONDS
 from unilab.apps.policy import REFUSALS, Policy, policy_source
+from unilab.apps.progress import announce, bar
 from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.core.files import replacing, write_atomic
@@ -167,7 +167,8 @@ def render_rollout(
         try:
             writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
             # Software rendering on a CPU takes a good fraction of a second per frame: show how far it is.
-            for _ in tqdm(range(steps), desc="rendering", unit="frame", leave=False, disable=not sys.stderr.isatty()):
+            announce("play", f"rendering video ({steps + 1} frames of {tiles} tiles) to {path}")
+            for _ in bar(range(steps), "rendering", "frame"):
                 rng = advance(rng)
                 state, _ = env.step(state, policy(state["obs", "policy"]), rng)
                 writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))

@@ -4,29 +4,35 @@ to look at next; a user's mistake ends it with one line (exit 2) before any work
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import signal
 import sys
-from typing import NoReturn
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NoReturn
 
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from torchrl_ext.distributed import RankLost
-from torchrl_ext.learners import LEARNERS
-from unilab.apps.args import ArgumentParser, fail
-from unilab.apps.compose import compose_config, unknown_key_message
+from unilab.apps.args import ArgumentParser, fail, shell_command
+from unilab.apps.catalog import ALGORITHMS, cuda_available, foreign_algo_keys, task_names
+from unilab.apps.compose import compose_config, task_knobs, unknown_key_message
 from unilab.apps.config import TrainConfig
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
-from unilab.apps.training_run import TrainingRun
 from unilab.core.files import DiskFullError
-from unilab.tasks.registry import list_tasks
+from unilab.tasks.registry import override_names
+
+if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
+    from unilab.apps.training_run import TrainingRun
 
 
 def run(cfg: TrainConfig) -> RunSummary:
     """Train as configured; returns the RunSummary written to the run directory."""
+    from unilab.apps.training_run import TrainingRun
+
     return TrainingRun.prepare(cfg).run()
 
 
@@ -56,32 +62,48 @@ def next_steps(training: TrainingRun, summary: RunSummary) -> str:
         lines.append(
             f"This was a short smoke run on the CPU ({cfg.algo.num_envs} envs, {summary.completed_iterations} "
             "iterations): it checks the whole pipeline; the policy is not expected to work yet. Policies learn in "
-            "minutes on a GPU: train --sim mjwarp (docs/results.md)."
+            f"minutes on a GPU: {shell_command('train')} --sim mjwarp (docs/results.md)."
         )
     lines += [
         "next:",
-        f"  tensorboard --logdir {run_dir}",
-        f"  unilab eval --checkpoint {checkpoint}",
-        f"  unilab play --checkpoint {checkpoint}",
+        f"  {shell_command('tensorboard')} --logdir {run_dir}",
+        f"  {shell_command('unilab')} eval --checkpoint {checkpoint}",
+        f"  {shell_command('unilab')} play --checkpoint {checkpoint}",
     ]
     return "\n".join(lines)
 
 
-def overrides_help() -> str:
-    """``train --help``'s epilog: the override syntax and the keys most runs set, with their schema defaults."""
-    defaults = OmegaConf.structured(TrainConfig)
-    rows = [f"  {key:<28} {OmegaConf.select(defaults, key)}" for key in MAIN_KEYS]
+def overrides_help(cfg: TrainConfig) -> str:
+    """``train --help``'s epilog: the override syntax and the keys most runs set, with the defaults a run of ``cfg``'s
+    algorithm on this machine gets (schema < algo < task tuning < sim profile: what ``--cfg`` would print)."""
+    tree = OmegaConf.create(applying_config(cfg))
+    missing = object()
+    values = [(key, OmegaConf.select(tree, key, default=missing)) for key in MAIN_KEYS]
+    rows = [f"  {key:<28} {value}" for key, value in values if value is not missing]
     return "\n".join(
         [
             "overrides: key=value, e.g. algo.num_envs=2048 training.no_play=true algo.actor_hidden=[256,128]",
-            "(the algo and task tuning files and the sim profile change some defaults; --cfg shows the result)",
             "",
-            "main keys and their defaults:",
+            f"main keys and their defaults for --algo {cfg.algo.name} --task {cfg.task.name} --sim {cfg.sim.name}",
+            f"(on this machine, {'with' if cuda_available() else 'without'} CUDA; --algo/--task/--sim pick others):",
             *rows,
             "",
-            "every key: train --cfg",
+            "every key that applies: train --cfg (with the same --algo/--task/--sim)",
         ]
     )
+
+
+def applying_config(cfg: TrainConfig) -> dict:
+    """``cfg`` as ``train --cfg`` prints it: without the ``algo.*`` keys of other algorithms and the ``task.*`` keys
+    its task does not take (the schema holds every algorithm's and every task's, since both are registries), and
+    with the task's own knobs as ``task.<knob>`` is spelt."""
+    tree = OmegaConf.to_container(OmegaConf.structured(cfg))
+    for key in foreign_algo_keys(cfg.algo.name):
+        tree["algo"].pop(key, None)
+    accepted = override_names(cfg.task.name) | {"name"}
+    knobs = {knob: cfg.task.knobs.get(knob, default) for knob, default in task_knobs(cfg.task.name).items()}
+    tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted} | knobs
+    return tree
 
 
 def lost_rank(prog: str, exc: RankLost) -> NoReturn:
@@ -91,27 +113,52 @@ def lost_rank(prog: str, exc: RankLost) -> NoReturn:
     raise SystemExit(1) from None
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
-    if argv is None:  # this process is the command: a crash in native code (CUDA, Warp, MuJoCo) would otherwise
-        faulthandler.enable()  # end the run without a word; print every thread's Python stack first
+def _parser(epilog: str | None = None) -> ArgumentParser:
     parser = ArgumentParser(
         prog="train",
         usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",
         description="Train a policy. Every setting is a key=value override of the config (Hydra syntax).",
-        epilog=overrides_help(),
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--algo", default=None, help=f"one of {', '.join(LEARNERS)} (default sac)")
-    parser.add_argument("--task", default=None, help=f"one of {', '.join(list_tasks())} (default g1_walk_flat)")
+    parser.add_argument("--algo", default=None, help=f"one of {', '.join(ALGORITHMS)} (default sac)")
+    parser.add_argument("--task", default=None, help=f"one of {', '.join(task_names())} (default g1_walk_flat)")
     parser.add_argument("--sim", default=None, help="mjwarp or mujoco (default: mjwarp with CUDA, else mujoco)")
     parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit without training")
+    return parser
+
+
+@contextlib.contextmanager
+def one_line_errors(prog: str) -> Iterator[None]:
+    """A config or preparation error as one line naming the key (exit 2); another rank's loss as one (exit 1)."""
+    try:
+        yield
+    except (OmegaConfBaseException, HydraException) as exc:
+        # A value of the wrong type surfaces from Hydra as a merge error around the schema's own: name the key.
+        cause = exc if isinstance(exc, OmegaConfBaseException) else exc.__cause__
+        if isinstance(cause, ConfigKeyError | ConfigAttributeError) and getattr(cause, "full_key", None):
+            fail(prog, unknown_key_message(cause.full_key))
+        if isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
+            fail(prog, f"{cause.full_key}: {str(cause).strip().splitlines()[0]}")
+        fail(prog, str(exc).strip().splitlines()[0])
+    except ValueError as exc:  # unknown name, impossible value, bad file, too little memory
+        fail(prog, str(exc))
+    except RankLost as exc:  # another rank never joined, or failed while this one waited at start-up
+        lost_rank(prog, exc)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console command ``train``: ``--algo/--task/--sim`` pick the config groups; the rest are Hydra overrides."""
+    if argv is None:  # this process is the command: a crash in native code (CUDA, Warp, MuJoCo) would otherwise
+        faulthandler.enable()  # end the run without a word; print every thread's Python stack first
     arguments = list(sys.argv[1:] if argv is None else argv)
     for i in range(len(arguments) - 1):  # Hydra's spelling, --cfg job, means the same
         if arguments[i] == "--cfg" and arguments[i + 1] == "job":
             del arguments[i + 1]
             break
-    args, overrides = parser.parse_known_args(arguments)
+    wants_help = any(a in ("-h", "--help") for a in arguments)
+    parser = _parser()
+    args, overrides = parser.parse_known_args([a for a in arguments if a not in ("-h", "--help")])
     for flag in [o for o in overrides if o.startswith("-")]:
         fail(parser.prog, f"unrecognised option {flag}")
     groups = [
@@ -120,24 +167,17 @@ def main(argv: list[str] | None = None) -> None:
     clashing = [o for o in overrides if o.split("=", 1)[0] in ("algo", "task", "sim")]
     if groups and clashing:
         fail(parser.prog, f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
-    try:
+    with one_line_errors(parser.prog):
         cfg = compose_config(groups + overrides)
+        if wants_help:
+            _parser(overrides_help(cfg)).print_help()
+            raise SystemExit(0)
         if args.cfg:
-            print(OmegaConf.to_yaml(OmegaConf.structured(cfg)), end="")
+            print(OmegaConf.to_yaml(applying_config(cfg)), end="")
             return
+        from unilab.apps.training_run import TrainingRun
+
         training = TrainingRun.prepare(cfg)
-    except (OmegaConfBaseException, HydraException) as exc:
-        # A value of the wrong type surfaces from Hydra as a merge error around the schema's own: name the key.
-        cause = exc if isinstance(exc, OmegaConfBaseException) else exc.__cause__
-        if isinstance(cause, ConfigKeyError | ConfigAttributeError) and getattr(cause, "full_key", None):
-            fail(parser.prog, unknown_key_message(cause.full_key))
-        if isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
-            fail(parser.prog, f"{cause.full_key}: {str(cause).strip().splitlines()[0]}")
-        fail(parser.prog, str(exc).strip().splitlines()[0])
-    except ValueError as exc:  # unknown name, impossible value, bad file, too little memory
-        fail(parser.prog, str(exc))
-    except RankLost as exc:  # another rank never joined, or failed while this one waited at start-up
-        lost_rank(parser.prog, exc)
     try:
         summary = training.run()
     except RankLost as exc:

@@ -32,6 +32,7 @@ from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import play
 from unilab.apps.preflight import check_inputs, check_memory, load_resume, resolve_device
+from unilab.apps.progress import announce
 from unilab.apps.run_claim import Claim, claim_for_world
 from unilab.apps.run_dir import (
     CONFIG_FILENAME,
@@ -109,10 +110,15 @@ class TrainingRun:
             raise
         try:
             clock.mark("checks")
+            if world.leader:
+                announce("train", f"building {cfg.algo.num_envs} {cfg.task.name} envs on {cfg.sim.name} ({device})")
             env = make_functional_env(
                 cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
             )
             clock.mark("env_build", parts=env.sim.startup)
+            if world.leader:
+                captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""
+                announce("train", f"building the {cfg.algo.name} trainer{captured}")
             trainer = make_trainer(env, cfg.algo, world)
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if ckpt is not None:

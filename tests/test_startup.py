@@ -1,0 +1,99 @@
+"""Start-up: the commands that only print (``unilab --help``, ``unilab list``) import no part of the training stack,
+and the tables they print from (``unilab.apps.catalog``) match the real registries.
+
+A wall-clock bound would fail on a busy machine and pass a regression on a fast one; what makes these commands
+slow is the import of torch, torchrl, mujoco and the tasks, so that is what is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from unilab.apps import catalog
+
+HEAVY = ("torch", "torchrl", "tensordict", "mujoco", "warp", "mujoco_warp", "hydra", "unilab.tasks", "torchrl_ext")
+
+
+def imported_by(argv: list[str]) -> set[str]:
+    """The top-level modules (and ``unilab.tasks``, ``torchrl_ext``) a fresh interpreter holds after ``unilab
+    <argv>``."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from unilab.apps.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main({argv!r})\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_unilab_help_imports_nothing_heavy() -> None:
+    modules = imported_by(["--help"])
+    assert not [name for name in HEAVY if name in modules]
+
+
+def test_unilab_list_imports_torch_alone() -> None:
+    """``unilab list`` asks torch whether there is a GPU (the default backend), and nothing else of the stack."""
+    modules = imported_by(["list"])
+    assert not [name for name in HEAVY if name != "torch" and name in modules]
+
+
+def test_the_declared_tasks_are_the_registry_s_with_their_sizes() -> None:
+    from unilab.tasks.registry import list_tasks, make_functional_env
+
+    assert sorted(catalog.TASKS) == list_tasks()
+    for name, sizes in catalog.TASKS.items():
+        env = make_functional_env(name, sim="mujoco", num_envs=1)
+        assert sizes == (env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim), name
+
+
+def test_the_declared_algorithms_and_backends_are_the_real_ones() -> None:
+    import dataclasses
+
+    from torchrl_ext.config import AlgoConfig
+    from torchrl_ext.learners import LEARNERS
+    from unilab.sim import BACKENDS, default_backend
+    from unilab.tasks.registry import ENTRY_POINT_GROUP
+
+    assert {name: learner.summary for name, learner in LEARNERS.items()} == catalog.ALGORITHMS
+    assert catalog.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
+    assert catalog.ENTRY_POINT_GROUP == ENTRY_POINT_GROUP
+    fields = {f.name for f in dataclasses.fields(AlgoConfig)}
+    assert set(catalog.OWN_ALGO_KEYS) <= set(LEARNERS)
+    assert all(set(keys) <= fields for keys in catalog.OWN_ALGO_KEYS.values())
+
+
+def test_printed_commands_work_without_an_activated_venv(monkeypatch) -> None:
+    """Outside the venv (its bin/ off PATH) a printed command is its full path; inside, its bare name."""
+    import os
+    from pathlib import Path
+
+    from unilab.apps.args import shell_command
+
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "unilab").is_file():
+        pytest.skip("unilab is not installed beside this interpreter")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shell_command("unilab") == str(bin_dir / "unilab")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin")
+    assert shell_command("unilab") == "unilab"
+
+
+def test_the_stack_s_import_is_shown_on_a_terminal_and_then_erased(monkeypatch) -> None:
+    import io
+
+    from unilab.apps.cli import import_command
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert import_command("unilab eval", "json").__name__ == "json"
+    assert terminal.getvalue() == "unilab eval: loading torch, torchrl, MuJoCo and the tasks...\r\033[K"

@@ -43,6 +43,14 @@ def test_unilab_list_imports_torch_alone() -> None:
     assert not [name for name in HEAVY if name != "torch" and name in modules]
 
 
+def test_a_training_run_loads_the_viewer_only_when_it_serves_one() -> None:
+    """viser costs a quarter of a second and is absent where no viewer runs (a GPU box): ``train`` without
+    ``training.viewer`` never imports it."""
+    code = "import sys, unilab.apps.train, unilab.apps.training_run; print('viser' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.split()[-1] == "False"
+
+
 def test_the_declared_tasks_are_the_registry_s_with_their_sizes() -> None:
     from unilab.tasks.registry import list_tasks, make_functional_env
 

@@ -44,8 +44,6 @@ from unilab.apps.run_dir import (
 )
 from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, process_age_s
-from unilab.apps.viewer.server import LOOPBACK, check_port
-from unilab.apps.viewer.stream import TrainingStream
 from unilab.apps.watchdog import StallWatchdog
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
@@ -97,6 +95,8 @@ class TrainingRun:
         device = resolve_device(cfg, world)
         check_inputs(cfg)
         if cfg.training.viewer and world.leader:
+            from unilab.apps.viewer.server import LOOPBACK, check_port  # viser, only for a run that serves a page
+
             check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
         probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
@@ -206,6 +206,9 @@ class TrainingRun:
         self.pending: deque[LogPoint] = deque()
         self.viewer = None
         if cfg.training.viewer and world.leader:
+            from unilab.apps.viewer.server import LOOPBACK
+            from unilab.apps.viewer.stream import TrainingStream
+
             self.viewer = TrainingStream(self.env, LOOPBACK, cfg.training.viewer_port)
             print(
                 f"viewer: {self.viewer.url} (over SSH: ssh -L {cfg.training.viewer_port}:localhost:"

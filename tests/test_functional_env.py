@@ -280,6 +280,7 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
         "diverged_envs": 0,
         "contact_overflows": 0,
         "constraint_overflows": 0,
+        "height_field_overflows": 0,
     }
     with pytest.raises(NonFiniteActionError, match="6 env-step rows"):
         broken.check()

@@ -485,3 +485,21 @@ def test_backends_agree_with_per_world_parameters_and_per_substep_targets() -> N
 def test_wrong_shape_per_substep_ctrl_is_named(backend: SimBackend) -> None:
     with pytest.raises(ValueError, match=r"ctrl must have shape \(4, 29\)"):
         backend.step_(backend.initial_state(), torch.zeros(2, NUM_WORLDS, 29))
+
+
+def test_a_height_fields_dropped_contacts_are_counted_not_raised() -> None:
+    """A wide box lying on a level height field touches more of its prisms than mujoco_warp's collider keeps per
+    geom pair: the steps where that happens are counted beside the buffers' overflows, and the run goes on."""
+    xml = """<mujoco><asset><hfield name="h" nrow="20" ncol="20" size="1 1 0.1 0.1"/></asset>
+    <worldbody><geom type="hfield" hfield="h"/>
+    <body pos="0 0 0.075"><freejoint/><geom type="box" size="0.8 0.8 0.02" mass="1"/></body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    model.hfield_data[:] = 0.5
+    backend = make_backend("mjwarp", model, 2, device="cpu", config=SimConfig(substeps=1, nconmax=200, njmax=800))
+    state = backend.initial_state()
+    for _ in range(20):
+        backend.step_(state, torch.zeros(2, 0))
+    counts = backend.overflow_counts()
+    assert counts["height_field"] > 0 and counts["contacts"] == counts["constraints"] == 0
+    backend.check_capacity()  # counted, not fatal
+    assert torch.all((state["qpos"][:, 2] > 0.06) & (state["qpos"][:, 2] < 0.08))  # the box rests on the field

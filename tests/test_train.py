@@ -94,6 +94,7 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
         "diverged_envs": 0,
         "contact_overflows": 0,
         "constraint_overflows": 0,
+        "height_field_overflows": 0,
     }
     session = ort.InferenceSession(str(run_dir / "policy.onnx"))
     action = session.run(["action"], {"obs": torch.zeros(2, 100).numpy()})[0]
@@ -430,7 +431,13 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
     later = trainer.log_point(trainer.update())
 
     report = trainer.report(point)
-    health = {"nonfinite_actions": 0, "diverged_envs": 0, "contact_overflows": 0, "constraint_overflows": 0}
+    health = {
+        "nonfinite_actions": 0,
+        "diverged_envs": 0,
+        "contact_overflows": 0,
+        "constraint_overflows": 0,
+        "height_field_overflows": 0,
+    }
     assert report.health == health
     assert report.metrics == pytest.approx(expected_metrics)
     episodes = report.episodes

@@ -27,8 +27,14 @@ from unilab.envs.functional import FunctionalEnv
 Policy = Callable[[TensorDict], torch.Tensor]
 
 # The counters ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which
-# the contacts or the constraint rows overflowed the physics buffers.
-HEALTH = ("nonfinite_actions", "diverged_envs", "contact_overflows", "constraint_overflows")
+# the contacts or the constraint rows overflowed the physics buffers, or a height field's collider dropped contacts.
+HEALTH = (
+    "nonfinite_actions",
+    "diverged_envs",
+    "contact_overflows",
+    "constraint_overflows",
+    "height_field_overflows",
+)
 
 
 class NonFiniteActionError(ValueError):
@@ -125,11 +131,15 @@ class EnvRunner:
         device).
         Diverged envs raise nothing: the env has reset them, and the count is reported.
         """
-        if health is None:  # one read of all four
+        if health is None:  # one read of them all
             health = dict(zip(HEALTH, torch.stack(list(self.health().values())).tolist(), strict=True))
         bad = health["nonfinite_actions"]
         if bad:
             raise NonFiniteActionError(f"{bad} env-step rows had non-finite actions (replaced by zeros)")
         self.env.sim.check_capacity(
-            {"contacts": health["contact_overflows"], "constraints": health["constraint_overflows"]}
+            {
+                "contacts": health["contact_overflows"],
+                "constraints": health["constraint_overflows"],
+                "height_field": health["height_field_overflows"],
+            }
         )

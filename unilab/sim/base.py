@@ -275,21 +275,25 @@ class SimBackend(ABC):
 
     @abstractmethod
     def overflow_tensor(self) -> torch.Tensor:
-        """Control steps so far in which contacts / constraint rows overflowed the backend's buffers: int64
-        ``[contacts, constraints]`` on the backend's device (on a GPU backend, the live counters). Queuing a
-        copy of it costs no host wait, so a log point can take one and read it after later work is queued."""
+        """Control steps so far in which contacts / constraint rows overflowed the backend's buffers, and in which a
+        height field's collision made more contacts than its collider keeps (it drops the rest): int64
+        ``[contacts, constraints, height_field]`` on the backend's device (on a GPU backend, the live counters).
+        Queuing a copy of it costs no host wait, so a log point can take one and read it after later work is queued."""
 
     def overflow_counts(self) -> dict[str, int]:
         """``overflow_tensor`` read to the host (waits for the device)."""
-        contacts, constraints = self.overflow_tensor().tolist()
-        return {"contacts": contacts, "constraints": constraints}
+        contacts, constraints, height_field = self.overflow_tensor().tolist()
+        return {"contacts": contacts, "constraints": constraints, "height_field": height_field}
 
     def check_capacity(self, counts: dict[str, int] | None = None) -> None:
         """Raise ``SimCapacityError`` if any step so far overflowed a buffer; call at host boundaries.
 
-        ``counts`` are ``overflow_counts`` read earlier (say, from a log point's copy); default: read now.
+        ``counts`` are ``overflow_counts`` read earlier (say, from a log point's copy); default: read now. Height-field
+        caps are counted, not raised: the cap is the collider's own, no buffer size lifts it, and the contacts it
+        keeps hold the robot up.
         """
         counts = self.overflow_counts() if counts is None else counts
+        counts = {name: counts[name] for name in ("contacts", "constraints")}
         if any(counts.values()):
             raise SimCapacityError(
                 f"physics buffers overflowed ({counts}); raise SimConfig.nconmax (now {self.config.nconmax}) "

@@ -40,6 +40,9 @@ _PARAM_FIELDS = {
     "body_inertia": ("body_inertia",),
     "actuator_strength": ("actuator_forcerange",),
 }
+# The flag mujoco_warp sets in a world's ``Data.overflow`` when a height-field collision found more contacts than
+# its collider keeps.
+HFIELD_CAP = int(mjw.OverflowType.HFIELD)
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 # mujoco_warp's modules whose kernels a step of the G1 launches. Warp compiles a module when one of its kernels is
 # first launched, so a fresh step compiles them one after another; five of them (forward, smooth, sensor, passive,
@@ -160,8 +163,9 @@ class MjWarpBackend(SimBackend):
             # float64 sums, so a world at the model's masses gets the model's own float32 subtree masses
             self._subtree = torch.as_tensor(subtree_matrix(model), dtype=torch.float64, device=device)
         self._nacon, self._nefc = wp.to_torch(d.nacon), wp.to_torch(d.nefc)
-        # [contact overflows, constraint overflows], accumulated on device, read at host boundaries.
-        self._overflow = torch.zeros(2, dtype=torch.int64, device=device)
+        # [contact overflows, constraint overflows, height-field caps], accumulated on device, read at host boundaries.
+        self._overflow = torch.zeros(3, dtype=torch.int64, device=device)
+        self._flags = wp.to_torch(d.overflow)  # per world, sticky until cleared: cleared after each count
         self._njmax = config.njmax
         self._naconmax = d.naconmax
 
@@ -266,6 +270,8 @@ class MjWarpBackend(SimBackend):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
+                self._overflow[2] += (self._flags & HFIELD_CAP).ne(0).any().long()
+                self._flags.bitwise_and_(~HFIELD_CAP)
             _refresh(self._m, self._d)
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:

@@ -147,4 +147,5 @@ class MujocoBackend(SimBackend):
                 data.warning[warning].number = 0
 
     def overflow_tensor(self) -> torch.Tensor:
-        return torch.from_numpy(self._warnings.copy())
+        # C MuJoCo's height-field collider keeps every contact it finds (up to the contact buffer, counted above).
+        return torch.from_numpy(np.append(self._warnings, 0))

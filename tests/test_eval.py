@@ -242,7 +242,7 @@ def test_a_library_tracker_meets_the_thresholds_only_on_every_clip() -> None:
     assert printed.splitlines()[-3:] == [
         "  per_clip: 1 of 2 meet the thresholds",
         "    below: b",
-        "  verdict: FAIL (survival_rate 0.9500 >= 0.9, body_pos_error 0.0600 <= 0.1)",
+        "  verdict: FAIL (survival_rate 0.9500 (needs >= 0.9), body_pos_error 0.0600 (needs <= 0.1))",
     ]
     assert printed.splitlines()[0].startswith("eval g1_motion_tracking, suite nominal (16 envs")
 

@@ -614,6 +614,7 @@ def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, c
     assert "smoke run on the CPU (4 envs, 3 iterations)" in out
     assert f"tensorboard --logdir {tmp_path / 'run'}" in out
     assert f"unilab eval --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
+    assert f"unilab view --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
 
 
 def test_csv_logger_writes_the_same_scalars_as_files(tmp_path: Path) -> None:

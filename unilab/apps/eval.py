@@ -365,7 +365,7 @@ def verdict_line(result: dict[str, Any]) -> str:
     judged = []
     for metric, (op, bound) in thresholds.items():
         value = result.get(metric)
-        judged.append(f"{metric} {'missing' if value is None else f'{value:.4f}'} {op} {bound:g}")
+        judged.append(f"{metric} {'missing' if value is None else f'{value:.4f}'} (needs {op} {bound:g})")
     passed = meets_thresholds(result["task"], result)
     return f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)})"
 

@@ -69,6 +69,7 @@ def next_steps(training: TrainingRun, summary: RunSummary) -> str:
         f"  {shell_command('tensorboard')} --logdir {run_dir}",
         f"  {shell_command('unilab')} eval --checkpoint {checkpoint}",
         f"  {shell_command('unilab')} play --checkpoint {checkpoint}",
+        f"  {shell_command('unilab')} view --checkpoint {checkpoint}   # in a browser (docs/viewer.md)",
     ]
     return "\n".join(lines)
 

@@ -27,6 +27,7 @@ from unilab.apps.viewer.controls import SPEEDS, Controls
 from unilab.apps.viewer.live import LiveSession, clip_names, walking_command
 from unilab.apps.viewer.scene import RobotScene, add_geom, shown_geoms
 from unilab.apps.viewer.server import LOOPBACK, serve
+from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
 
 # Every geom type the viewer draws, on the world body and on a moving one.
@@ -121,6 +122,15 @@ def test_the_robot_scene_moves_bodies_to_their_kinematics(server) -> None:
     assert np.allclose(pelvis.position, data.xpos[scene.bodies[0]] + scene.offsets[1], atol=1e-5)
     assert np.allclose(pelvis.wxyz, data.xquat[scene.bodies[0]], atol=1e-5)
     assert scene.offsets[0, 1] != scene.offsets[1, 1]  # side by side on the flat floor
+
+
+def test_on_a_terrain_the_robots_stay_on_their_tiles_and_the_page_looks_at_the_first(server) -> None:
+    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2)
+    scene = RobotScene(server, env.sim.model, num_robots=2)
+    qpos = env.reset(make_rng(0))["sim", "qpos"].numpy()
+    scene.show(qpos)
+    assert not scene.offsets.any()
+    assert np.allclose(server.initial_camera.look_at, scene.frames[0][0].position, atol=1e-5)
 
 
 # -- controls and the live loop -----------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ class RobotScene:
             add_geom(scene, f"/world/geom{geom}", model, geom)
         # Robots stand side by side on a flat floor; on a terrain each world has its own place on it already.
         flat = not np.any(model.geom_type == G.mjGEOM_HFIELD)
+        self._aim_at_first_robot = not flat  # on a terrain the robots stand on their tiles, far from the origin
         self.offsets = np.zeros((num_robots, 3))
         if flat:
             self.offsets[:, 1] = SPACING * (np.arange(num_robots) - (num_robots - 1) / 2)
@@ -141,3 +142,8 @@ class RobotScene:
                 for i, frame in enumerate(frames):
                     frame.position = positions[robot, i]
                     frame.wxyz = quats[robot, i]
+        if self._aim_at_first_robot:  # new pages look at where the first robot started
+            self._aim_at_first_robot = False
+            target = positions[0, 0]
+            self.server.initial_camera.look_at = tuple(target)
+            self.server.initial_camera.position = tuple(target + np.subtract(CAMERA_POSITION, CAMERA_TARGET))

@@ -138,6 +138,18 @@ def test_three_iterations_of_training_complete_and_export_the_go1s_policy(go1_ru
     assert action.shape == (2, 12) and np.isfinite(action).all()
 
 
+@pytest.mark.parametrize("algo", ["flashsac", "ppo"])
+def test_the_other_algorithms_train_the_go1_for_three_iterations(tmp_path: Path, algo: str) -> None:
+    small = {
+        "flashsac": ["algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1"],
+        "ppo": ["algo.num_steps_per_env=4", "algo.num_learning_epochs=1"],
+    }
+    extra = [f"algo={algo}", "task=go1_walk_flat", "algo.max_iterations=3", "training.export_onnx=false"]
+    summary = run(compose_config(tiny(tmp_path, "mujoco", *extra, *small[algo])))
+    data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert summary.status == "completed" and data["algo"] == algo and data["completed_iterations"] == 3
+
+
 def test_the_rough_go1_evaluates_under_every_suite_the_terrain_ones_included(go1_runs) -> None:
     checkpoint = go1_runs["go1_walk_rough"] / "model_3.pt"
     results = eval_main(["--checkpoint", str(checkpoint), "--num-envs", "2", "--episode-s", "0.2", "--suite", "all"])

@@ -168,7 +168,7 @@ def make_walk(spec: WalkSpec, noise_scale: float = 1.0) -> TaskConfig:
     robot = spec.robot
     linvel = ObsTerm(observations.sensor, {"name": robot.linvel_sensor}, scale=2.0, mirror=LINEAR)
     critic = {**_actor_terms(robot, 0.0), "linvel": linvel}
-    scale = robot.action_scale if isinstance(robot.action_scale, float) else torch.tensor(robot.action_scale)
+    scale = torch.tensor(robot.action_scale) if isinstance(robot.action_scale, tuple) else float(robot.action_scale)
     phase = {"offsets": spec.gait.offsets}
     return TaskConfig(
         name=spec.name,

@@ -119,12 +119,15 @@ def _actor_terms(robot: RobotConfig, noise_scale: float) -> dict[str, ObsTerm]:
 
 
 def _rewards(spec: WalkSpec) -> dict[str, RewardTerm]:
+    """The weighted rewards of ``REWARDS``, in that order; the third entry of each marks a penalty the curriculum
+    scales."""
     robot, gait = spec.robot, spec.gait
     gyro, linvel, upvector = robot.gyro_sensor, robot.linvel_sensor, robot.upvector_sensor
     feet = {"phase": "gait_phase", "foot_pos_sensors": robot.foot_pos_sensors, "swing_height": gait.swing_height}
+    lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
     terms = {
-        "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, {"velocity_sensor": linvel, "command": "velocity"}, False),
-        "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro}, False),
+        "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
+        "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro, "sigma": 0.25}, False),
         "penalty_ang_vel_xy": (rewards.ang_vel_xy_l2, {"gyro": gyro}, True),
         "penalty_orientation": (rewards.upvector_xy_l2, {"upvector": upvector}, True),
         "penalty_action_rate": (rewards.action_rate_l2, {}, True),
@@ -133,14 +136,11 @@ def _rewards(spec: WalkSpec) -> dict[str, RewardTerm]:
         "feet_phase": (rewards.feet_phase_height_exp, {**feet, "sigma": gait.sigma}, False),
         "alive": (rewards.alive, {}, False),
     }
-    sigma = {"tracking_lin_vel": 0.25, "tracking_ang_vel": 0.25}
-    out = {}
-    for name in REWARDS:
-        if name in spec.weights:
-            fn, params, scaled = terms[name]
-            params = {**params, "sigma": sigma[name]} if name in sigma else params
-            out[name] = RewardTerm(fn, spec.weights[name], params, curriculum_scaled=scaled)
-    return out
+    return {
+        name: RewardTerm(terms[name][0], spec.weights[name], terms[name][1], curriculum_scaled=terms[name][2])
+        for name in REWARDS
+        if name in spec.weights
+    }
 
 
 def _terminations(spec: WalkSpec) -> dict[str, TerminationTerm]:

@@ -171,3 +171,10 @@ def test_the_flat_go1_plays_to_a_video_and_runs_in_the_viewer(go1_runs, tmp_path
         assert session.steps == 2 and session.qpos().shape == (2, env.sim.model.nq)
     finally:
         server.stop()
+
+
+def test_a_base_that_is_not_the_free_joint_is_refused_in_one_line() -> None:
+    model = go1.load_model()
+    wrong = dataclasses.replace(go1.ROBOT, base_body="FR_hip")
+    with pytest.raises(ValueError, match=r"^robot go1: base body FR_hip must hold the model's first joint, free$"):
+        EnvContext.from_model(model, wrong, 1, torch.device("cpu"), 0.02, 10)

@@ -147,6 +147,10 @@ class EnvContext:
         def t(x) -> torch.Tensor:
             return torch.as_tensor(x, dtype=torch.float32, device=device).clone()
 
+        base = model.body(robot.base_body)
+        # Reset, push and spawn events write the root pose at qpos[0:7] and its velocity at qvel[0:6].
+        if base.jntnum[0] != 1 or model.jnt_type[base.jntadr[0]] != _FREE_JOINT or model.jnt_qposadr[base.jntadr[0]]:
+            raise ValueError(f"robot {robot.name}: base body {robot.base_body} must hold the model's first joint, free")
         joint_ids = [model.joint(name).id for name in robot.joint_names]
         joint_qpos = _contiguous(model.jnt_qposadr[joint_ids], f"robot {robot.name}: joints in qpos")
         joint_dof = _contiguous(model.jnt_dofadr[joint_ids], f"robot {robot.name}: joints in qvel")
@@ -175,6 +179,9 @@ class EnvContext:
                 for i in range(model.nsensor)
             },
         )
+
+
+_FREE_JOINT = 0  # mujoco.mjtJoint.mjJNT_FREE; this module imports mujoco only for type checking
 
 
 def _contiguous(addresses: Sequence[int], what: str) -> slice:

@@ -17,8 +17,8 @@ from unilab.core.rng import make_rng
 from unilab.tasks import registry
 from unilab.tasks.g1_motion_tracking.metrics import readings as tracking_readings
 from unilab.tasks.g1_motion_tracking.metrics import score as tracking_metrics
-from unilab.tasks.g1_walk_flat.metrics import score as walk_metrics
 from unilab.tasks.registry import get_task, make_functional_env, register_task
+from unilab.tasks.walking_metrics import score as walk_metrics
 
 T, N = 5, 3
 TINY = [

@@ -35,3 +35,12 @@ def test_every_config_file_ships_inside_the_package() -> None:
 def test_every_task_tuning_file_ships() -> None:
     files = sorted((PACKAGE_ROOT / "tasks").rglob("*.yaml"))
     assert files and [f for f in files if not _shipped(f)] == []
+
+
+def test_every_robot_model_file_ships() -> None:
+    """Each robot package's MJCF, licence, notice and provenance: a task compiles its scene from them at run time."""
+    files = sorted(f for f in (PACKAGE_ROOT / "robots").rglob("*") if f.is_file() and f.suffix != ".py")
+    assert {"g1/g1.xml", "go1/go1.xml", "go1/scene_flat.xml", "go1/NOTICE", "go1/LICENSE"} <= {
+        f.relative_to(PACKAGE_ROOT / "robots").as_posix() for f in files
+    }
+    assert [f for f in files if not _shipped(f) and "__pycache__" not in f.parts] == []

@@ -76,7 +76,7 @@ def test_render_rollout_writes_a_readable_non_blank_video(tmp_path: Path) -> Non
 
 def test_tiles_show_each_env_in_its_own_state() -> None:
     model = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=1, device="cpu").sim.model
-    drawer = play.TileRenderer(model, 2, W, H)
+    drawer = play.TileRenderer(model, 2, W, H, "pelvis")
     try:
         standing = model.qpos0.copy()
         lying = standing.copy()

@@ -10,7 +10,6 @@ import mujoco
 import pytest
 import torch
 
-from unilab.assets import G1_FLAT_SCENE
 from unilab.robots import g1
 from unilab.sim import BACKENDS, MODEL_PARAMS, STATE_FIELDS, SimBackend, SimCapacityError, SimConfig, make_backend
 
@@ -202,7 +201,7 @@ def test_mjwarp_overflow_is_counted_and_raised() -> None:
 
 
 def test_mujoco_overflow_is_counted_and_raised() -> None:
-    spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
+    spec = mujoco.MjSpec.from_file(str(g1.SCENE))
     spec.memory = 60_000  # bytes of arena: too little for the constraints of a standing G1
     tight = make_backend("mujoco", spec.compile(), 2, config=SimConfig())
     run(tight, start(tight, 2), 1)
@@ -217,7 +216,7 @@ def test_default_capacity_holds_a_standing_robot(backend: SimBackend) -> None:
 
 
 def test_models_with_state_the_backend_does_not_carry_are_refused() -> None:
-    spec = mujoco.MjSpec.from_file(str(G1_FLAT_SCENE))
+    spec = mujoco.MjSpec.from_file(str(g1.SCENE))
     spec.worldbody.add_body(name="target", mocap=True)
     with pytest.raises(ValueError, match="does not carry mocap bodies"):
         make_backend("mujoco", spec.compile(), 1)

@@ -13,8 +13,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from unilab.assets import G1_FLAT_SCENE
 from unilab.mdp.terrain import HeightMap, height_scan, scan_pattern
+from unilab.robots import g1
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
 
@@ -99,7 +99,7 @@ def test_the_map_is_the_surface_rays_meet_everywhere(layout: str) -> None:
     land on ``height_at`` at random points of every tile (the random one's cells are not planar), at every spawn
     origin and along the lines where the tiled layout's pieces meet."""
     terrain = generate(dataclasses.replace(SMALL, layout=layout))
-    model = terrain_model(G1_FLAT_SCENE, terrain)
+    model = terrain_model(g1.SCENE, terrain)
     width, depth = terrain.size
     rng = np.random.default_rng(0)
     seams = terrain.origins[0, :, 0] + SMALL.tile_size / 2  # the x of each tile's right edge
@@ -116,7 +116,7 @@ def test_the_height_scan_reads_what_rays_would() -> None:
     places and headings over every type of tile: the body's height above the surface at every point of the
     yaw-turned 17 x 11 pattern."""
     terrain = generate(SMALL)
-    model = terrain_model(G1_FLAT_SCENE, terrain)
+    model = terrain_model(g1.SCENE, terrain)
     width, depth = terrain.size
     rng = np.random.default_rng(1)
     n = 8
@@ -157,7 +157,7 @@ def test_both_backends_step_robots_on_every_type_alike() -> None:
     random surface the poses part by 0.18 while the heights stay within 3e-3). So this checks what must agree: the
     robots stand at the same heights on every tile, and on the level ones follow the same motion to 2e-2."""
     terrain = generate(TerrainConfig(rows=2, tile_size=8.0, border=1.0))
-    model = terrain_model(G1_FLAT_SCENE, terrain)
+    model = terrain_model(g1.SCENE, terrain)
     config = SimConfig(substeps=3, nconmax=64, njmax=400)
     origins = torch.as_tensor(terrain.origins[1], dtype=torch.float32)
     worlds = origins.shape[0]

@@ -25,7 +25,6 @@ import torch
 from unilab.apps.args import ArgumentParser, resolve_sim_device
 from unilab.apps.progress import announce
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
-from unilab.assets import G1_FLAT_SCENE
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
@@ -123,7 +122,7 @@ def bench_physics(
     origins = None
     if terrain is not None:
         grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain))
-        model = terrain_model(G1_FLAT_SCENE, grid)
+        model = terrain_model(g1.SCENE, grid)
         origins = torch.as_tensor(grid.origins.reshape(-1, 3), dtype=torch.float32)
     else:
         model = g1.load_model()

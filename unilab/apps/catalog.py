@@ -28,6 +28,8 @@ TASKS: dict[str, TaskSizes] = {
     "g1_walk_flat": TaskSizes(100, 103, 29),
     "g1_walk_flat_rand": TaskSizes(100, 103, 29),
     "g1_walk_rough": TaskSizes(287, 290, 29),
+    "go1_walk_flat": TaskSizes(53, 56, 12),
+    "go1_walk_rough": TaskSizes(240, 243, 12),
 }
 
 # The algorithms by ``algo.name``, as LEARNERS orders them, with each learner's one-line ``summary``.

@@ -7,12 +7,12 @@ platform that cannot open a context, the renderer raises an error saying so.
 
 Layout: the batched envs all start at the world origin (each in its own physics world), so drawing them in one
 scene would stack the robots on top of each other. Each rendered env therefore gets its own tile in a grid, filmed
-by a free camera tracking that env's pelvis: every robot stays in view however far it walks, and a fall in one
+by a free camera tracking that env's base body: every robot stays in view however far it walks, and a fall in one
 tile cannot hide another robot. The state's ``qpos`` is copied into one ``MjData`` per env and ``mj_forward``
 recomputes the poses to draw; rendering never feeds back into the physics.
 
-The G1 model ships no meshes; its visible shape is its collision geoms (group 3), which MuJoCo hides by default,
-so the scene option turns group 3 on.
+The shipped robot models carry no meshes; their visible shape is their collision geoms (group 3), which MuJoCo
+hides by default, so the scene option turns group 3 on.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 
-TRACK_BODY = "pelvis"
 COLLISION_GROUP = 3
 CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
 # What a second of H.264 video takes per pixel of frame, at the control rate (50 frames): a generous estimate, about
@@ -81,10 +80,17 @@ def _even(value: int) -> int:
 
 
 class TileRenderer:
-    """Draws the first ``num_tiles`` envs of a state into one (height, width, 3) uint8 frame."""
+    """Draws the first ``num_tiles`` envs of a state into one (height, width, 3) uint8 frame, each tile's camera
+    following ``track_body`` (the robot's base)."""
 
     def __init__(
-        self, model: mujoco.MjModel, num_tiles: int, width: int, height: int, fast: bool | None = None
+        self,
+        model: mujoco.MjModel,
+        num_tiles: int,
+        width: int,
+        height: int,
+        track_body: str,
+        fast: bool | None = None,
     ) -> None:
         if width % 2 or height % 2:
             raise ValueError(f"video width and height must be even for H.264, got {width}x{height}")
@@ -110,7 +116,7 @@ class TileRenderer:
         self.option.geomgroup[COLLISION_GROUP] = 1
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-        self.camera.trackbodyid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, TRACK_BODY)
+        self.camera.trackbodyid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, track_body)
         self.camera.distance = CAMERA_DISTANCE
         self.camera.elevation = CAMERA_ELEVATION
         self.camera.azimuth = CAMERA_AZIMUTH
@@ -157,7 +163,7 @@ def render_rollout(
     if tiles < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     fps = round(1.0 / env.ctx.dt)
-    drawer = TileRenderer(env.sim.model, tiles, width, height, fast)
+    drawer = TileRenderer(env.sim.model, tiles, width, height, env.task.robot.base_body, fast)
     rng = make_rng(seed, env.device)
     state = env.reset(rng)
     # Rendered beside the target and renamed into place when complete, so a stopped render never leaves a

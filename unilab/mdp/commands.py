@@ -30,10 +30,13 @@ def uniform_velocity(
     return torch.cat((torch.where(slow, 0.0, cmd[:, :2]), cmd[:, 2:]), dim=-1)
 
 
-def gait_phase_offset(state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> torch.Tensor:
-    """Left phase uniform in [0, 2pi); the right foot half a cycle behind."""
-    left = uniform(rng, 0, (ctx.num_envs, 1), 0.0, 2 * math.pi)
-    return torch.cat((left, left + math.pi), dim=-1)
+def gait_phase_offset(
+    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, offsets: tuple[float, ...]
+) -> torch.Tensor:
+    """One phase per foot: the first uniform in [0, 2pi), foot ``i`` ``offsets[i]`` radians behind it (a biped's
+    (0, pi) alternates the feet; a trot pairs the diagonals)."""
+    first = uniform(rng, 0, (ctx.num_envs, 1), 0.0, 2 * math.pi)
+    return torch.cat([first + offset for offset in offsets], dim=-1)
 
 
 def gait_phase_advance(phase: torch.Tensor, ctx: EnvContext, frequency: float) -> torch.Tensor:

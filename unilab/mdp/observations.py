@@ -23,11 +23,11 @@ def projected_gravity(state: TensorDict, ctx: EnvContext, body: str) -> torch.Te
 
 
 def joint_pos_rel(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
-    return state["sim", "qpos"][:, 7:] - ctx.default_joint_pos
+    return state["sim", "qpos"][:, ctx.joint_qpos] - ctx.default_joint_pos
 
 
 def joint_vel(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
-    return state["sim", "qvel"][:, 6:]
+    return state["sim", "qvel"][:, ctx.joint_dof]
 
 
 def last_action(state: TensorDict, ctx: EnvContext) -> torch.Tensor:

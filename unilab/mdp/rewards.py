@@ -41,7 +41,7 @@ def action_rate_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
 
 
 def joint_pose_weighted_l2(state: TensorDict, ctx: EnvContext, weights: torch.Tensor) -> torch.Tensor:
-    return ((state["sim", "qpos"][:, 7:] - ctx.default_joint_pos).square() * weights).sum(-1)
+    return ((state["sim", "qpos"][:, ctx.joint_qpos] - ctx.default_joint_pos).square() * weights).sum(-1)
 
 
 def quat_xy_l2(state: TensorDict, ctx: EnvContext, quat_sensors: tuple[str, ...]) -> torch.Tensor:
@@ -69,7 +69,7 @@ def feet_phase_height_exp(
     state: TensorDict,
     ctx: EnvContext,
     phase: str,
-    foot_pos_sensors: tuple[str, str],
+    foot_pos_sensors: tuple[str, ...],
     swing_height: float,
     sigma: float,
     ground: HeightMap | None = None,

@@ -35,3 +35,14 @@ def off_terrain(state: TensorDict, ctx: EnvContext, ground: HeightMap, margin: f
     half_x, half_y = ground.half_extent
     xy = state["sim", "qpos"][:, :2].abs()
     return (xy[:, 0] > half_x - margin) | (xy[:, 1] > half_y - margin)
+
+
+def bodies_near_ground(
+    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], min_height: float, ground: HeightMap | None = None
+) -> torch.Tensor:
+    """Any of ``bodies``' origins within ``min_height`` of z = 0, or of the surface under it on a terrain: a part
+    that should never touch the ground (a knee, say) on it."""
+    xpos = state["sim", "xpos"]
+    points = torch.stack([xpos[:, ctx.body_ids[name]] for name in bodies], dim=1)  # static ids: no index tensor
+    height = points[..., 2] if ground is None else height_above_ground(ground, points)
+    return (height < min_height).any(-1)

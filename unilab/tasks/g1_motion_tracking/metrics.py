@@ -35,7 +35,7 @@ def readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
         "ref_anchor_quat": motion.body_quat_w[frame, anchor].clone(),
         "anchor_quat": xquat[:, anchor].clone(),
         "ref_joint_pos": motion.joint_pos[frame].clone(),
-        "joint_pos": state["sim", "qpos"][:, 7:].clone(),
+        "joint_pos": state["sim", "qpos"][:, env.ctx.joint_qpos].clone(),
     }
 
 

@@ -177,7 +177,7 @@ def body_ang_vel_exp(
 
 def joint_limit_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
     """Squared violation of the hard joint limits, summed over joints."""
-    q = state["sim", "qpos"][:, 7:]
+    q = state["sim", "qpos"][:, ctx.joint_qpos]
     below = (ctx.joint_lower - q).clamp(min=0.0)
     above = (q - ctx.joint_upper).clamp(min=0.0)
     return (below + above).square().sum(-1)
@@ -353,7 +353,8 @@ def reset_to_reference(
         frame = sample_frames(fail_ema, u[:, :2], motion.clip_lengths, uniform_ratio, bins_per_clip, look_back_bins)
     ref = reference_root_state(motion, frame, u[:, 2:])
     qpos = ref["qpos"]
-    qpos = torch.cat((qpos[:, :7], torch.maximum(torch.minimum(qpos[:, 7:], ctx.joint_upper), ctx.joint_lower)), -1)
+    joints = torch.maximum(torch.minimum(qpos[:, ctx.joint_qpos], ctx.joint_upper), ctx.joint_lower)
+    qpos = torch.cat((qpos[:, : ctx.joint_qpos.start], joints), -1)
     pointer = torch.stack((frame, clip_last_frame(motion, frame)), dim=-1).float()
     return {
         ("sim", "qpos"): qpos,

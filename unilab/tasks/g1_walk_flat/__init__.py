@@ -4,8 +4,8 @@ per-algorithm tuning (``tuning/<algo>.yaml``), exposed as ``TASK``."""
 from pathlib import Path
 
 from unilab.tasks.g1_walk_flat.config import make_task
-from unilab.tasks.g1_walk_flat.metrics import METRICS
 from unilab.tasks.task import Task, tuning_files
+from unilab.tasks.walking_metrics import METRICS
 
 TASK = Task(
     "g1_walk_flat",

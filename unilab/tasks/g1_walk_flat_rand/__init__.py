@@ -12,8 +12,8 @@ from unilab.envs.config import TaskConfig
 from unilab.envs.randomization import Randomization, randomize
 from unilab.tasks import g1_walk_flat
 from unilab.tasks.g1_walk_flat.config import make_task as make_walk_task
-from unilab.tasks.g1_walk_flat.metrics import METRICS
 from unilab.tasks.task import Task, tuning_files
+from unilab.tasks.walking_metrics import METRICS
 
 RANDOMIZATION = Randomization(
     friction=(0.3, 1.2),

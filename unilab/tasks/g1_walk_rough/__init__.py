@@ -16,7 +16,7 @@ from pathlib import Path
 
 from unilab.tasks import g1_walk_flat
 from unilab.tasks.g1_walk_rough.config import make_task
-from unilab.tasks.g1_walk_rough.metrics import METRICS
 from unilab.tasks.task import Task, tuning_files
+from unilab.tasks.walking_metrics import ROUGH_METRICS
 
-TASK = Task("g1_walk_rough", make_task, tuning=tuning_files(Path(g1_walk_flat.__file__).parent), metrics=METRICS)
+TASK = Task("g1_walk_rough", make_task, tuning=tuning_files(Path(g1_walk_flat.__file__).parent), metrics=ROUGH_METRICS)

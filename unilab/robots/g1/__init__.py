@@ -1,19 +1,19 @@
-"""Unitree G1 (29 DoF) constants: joint order, default pose, actuator groups, mirror map.
+"""The Unitree G1 (29 DoF): its model (``g1.xml``, the flat scene ``scene_flat.xml``, their licence and provenance
+beside this file) and its robot config, ``ROBOT``.
 
-Everything a task or a learner needs to know about the robot, and nothing the MJCF
-could not tell it, lives here so that tasks never parse the model for constants.
-The values follow the robot's published specification and the MJCF in ``unilab/assets/robots/g1``;
-``tests/test_robot_constants.py`` checks that the two agree.
+Everything a task or a learner needs to know about the robot, and nothing the MJCF could not tell it, lives here
+so that tasks never parse the model for constants. The values follow the robot's published specification and the
+MJCF; ``tests/test_robot_constants.py`` checks that the two agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import mujoco
 
 from unilab import sim
-from unilab.assets import G1_FLAT_SCENE
 from unilab.context import RobotConfig
 from unilab.sim import SimConfig
 
@@ -172,14 +172,30 @@ SENSORS: dict[str, int] = {
 }
 """Sensor name -> dimension, in the MJCF's order."""
 
-SCENE = G1_FLAT_SCENE
-"""The G1 on flat ground: the MJCF tasks build their worlds from."""
+SCENE = Path(__file__).resolve().parent / "scene_flat.xml"
+"""The G1 on flat ground: the MJCF tasks build their worlds from (a terrain replaces its ``floor``)."""
 
 ROBOT = RobotConfig(
     name="g1",
     joint_names=JOINT_NAMES,
     default_joint_pos=DEFAULT_JOINT_POS,
     keyframe="stand",
+    base_body="pelvis",
+    torso_body=TORSO_BODY,
+    foot_sites=FOOT_SITES,
+    foot_pos_sensors=("left_foot_pos", "right_foot_pos"),
+    foot_quat_sensors=("left_foot_quat", "right_foot_quat"),
+    gyro_sensor="torso_gyro",
+    upvector_sensor="torso_upvector",
+    linvel_sensor="pelvis_local_linvel",
+    mirror_joint_index=MIRROR_JOINT_INDEX,
+    mirror_joint_sign=MIRROR_JOINT_SIGN,
+    mirror_foot_index=(1, 0),
+    joint_kp=JOINT_KP,
+    joint_kv=JOINT_KV,
+    joint_effort=JOINT_EFFORT_LIMIT,
+    # The G1's tasks are tuned with actions in radians: their policies' outputs are the offsets themselves.
+    action_scale=1.0,
     payload_body=TORSO_BODY,
 )
 """What the env needs of the G1 beyond its MJCF."""

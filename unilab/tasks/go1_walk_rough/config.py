@@ -1,0 +1,58 @@
+"""``go1_walk_rough``'s env: the Go1's walk under domain randomisation, moved onto a generated terrain
+(``unilab.tasks.walking``).
+
+Actor observation (240): ``go1_walk_flat``'s 53, then the height scan (187, noise 0.1 m) under the trunk. Critic
+(243): the flat walk's 56, then the scan without noise.
+
+On rough ground the tilt no longer ends an episode (a quadruped on a slope or a step tilts far and recovers);
+a knee on the ground does: the calves' origins, where the thighs end, within 2 cm of the surface under them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from unilab.envs.config import TaskConfig
+from unilab.envs.randomization import Randomization, randomize
+from unilab.managers.terms import TerminationTerm
+from unilab.mdp import terminations
+from unilab.robots import go1
+from unilab.tasks.go1_walk_flat.config import make_task as make_flat_task
+from unilab.tasks.walking import RoughSpec, make_rough_walk
+from unilab.terrain import TerrainConfig
+
+RANDOMIZATION = Randomization(
+    friction=(0.3, 1.5),
+    payload_kg=(0.0, 1.0),
+    com_offset_m=0.025,
+    motor_strength=(0.9, 1.1),
+    pd_gains=(0.9, 1.1),
+    latency_s=(0.0, 0.02),
+    push_speed=(0.3, 0.6),
+    push_every_s=(3.0, 6.0),
+)
+"""The Go1 weighs 12.7 kg, so its payload and shoves are smaller than the G1's; its feet grip harder (condim 6)."""
+
+TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.1), slope=(0.0, 0.3))
+ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=64, njmax=400)
+KNEES = tuple(f"{leg}_calf" for leg in go1.LEGS)
+KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm
+
+
+def make_task(
+    noise_scale: float = 1.0,
+    randomization: Randomization = RANDOMIZATION,
+    terrain: TerrainConfig = TERRAIN,
+    terrain_level: int | None = None,
+) -> TaskConfig:
+    """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty), else
+    the curriculum moves them. ``noise_scale`` multiplies the observation noise, the scan's included."""
+    walk = randomize(make_flat_task(noise_scale=noise_scale), randomization)
+    rough = ROUGH if terrain is TERRAIN else dataclasses.replace(ROUGH, terrain=terrain)
+    task = make_rough_walk(walk, "go1_walk_rough", rough, noise_scale, terrain_level)
+    ground = task.terminations["off_terrain"].params["ground"]
+    knees = TerminationTerm(
+        terminations.bodies_near_ground, {"bodies": KNEES, "min_height": KNEE_CLEARANCE, "ground": ground}
+    )
+    kept = {name: term for name, term in task.terminations.items() if name != "tilt"}
+    return dataclasses.replace(task, terminations={"knee_contact": knees, **kept})

@@ -73,6 +73,8 @@ def test_the_declared_algorithms_and_backends_are_the_real_ones() -> None:
     assert catalog.ENTRY_POINT_GROUP == ENTRY_POINT_GROUP
     fields = {f.name for f in dataclasses.fields(AlgoConfig)}
     assert set(catalog.OWN_ALGO_KEYS) <= set(LEARNERS)
+    assert tuple(name for name, learner in LEARNERS.items() if learner.on_policy) == catalog.ON_POLICY
+    assert set(catalog.OFF_POLICY_KEYS) <= fields
     assert all(set(keys) <= fields for keys in catalog.OWN_ALGO_KEYS.values())
 
 

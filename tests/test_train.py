@@ -574,6 +574,9 @@ def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path
     main(["--cfg", "sim=mujoco", "algo=flashsac"])
     printed = capsys.readouterr().out
     assert "target_sigma: " in printed and "target_entropy_ratio" not in printed
+    main(["--cfg", "sim=mujoco", "algo=ppo"])
+    printed = capsys.readouterr().out
+    assert "num_steps_per_env: 24" in printed and "replay_buffer_n" not in printed and "batch_size" not in printed
     assert not (tmp_path / "run").exists()  # printing the config did no work
 
 

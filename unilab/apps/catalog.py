@@ -72,11 +72,31 @@ OWN_ALGO_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The on-policy algorithms (a learner's ``on_policy``), and the keys only the off-policy loop and its
+# distributional critics read: a replay buffer, its updates and the soft target.
+ON_POLICY = ("ppo",)
+OFF_POLICY_KEYS = (
+    "batch_size",
+    "replay_buffer_n",
+    "updates_per_step",
+    "policy_frequency",
+    "learning_starts",
+    "tau",
+    "num_atoms",
+    "v_min",
+    "v_max",
+    "alpha_init",
+    "weight_decay",
+)
+
+
 def foreign_algo_keys(algo: str) -> set[str]:
-    """The ``algo.*`` keys (without the prefix) that belong to an algorithm other than ``algo``."""
-    return {key for name, keys in OWN_ALGO_KEYS.items() if name != algo for key in keys} - set(
-        OWN_ALGO_KEYS.get(algo, ())
-    )
+    """The ``algo.*`` keys (without the prefix) that belong to an algorithm other than ``algo``, or, for an
+    on-policy ``algo``, to the off-policy loop."""
+    others = {key for name, keys in OWN_ALGO_KEYS.items() if name != algo for key in keys}
+    if algo in ON_POLICY:
+        others |= set(OFF_POLICY_KEYS)
+    return others - set(OWN_ALGO_KEYS.get(algo, ()))
 
 
 def task_names() -> list[str]:

@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from unilab.context import EnvContext
+from unilab.mdp.terrain import tile_origins
 
 
 def penalty_scale_by_episode_length(
@@ -57,13 +58,11 @@ def terrain_levels(
     The mean level over envs (past the last row counted as the last) is ``state["task", "terrain_level_mean"]``.
     """
     level = state["env", "terrain_level"]
-    rows, cols = origins.shape[:2]
-    column = torch.arange(ctx.num_envs, device=level.device) % cols
-    origin = origins[level.long().clamp(0, rows - 1), column, :2]
+    origin = tile_origins(origins, level)[:, :2]
     walked = torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
     asked = torch.linalg.vector_norm(state["env", command][:, :2], dim=-1) * episode_length_s
     up = walked > tile_size / 2
     down = (walked < short_fraction * asked) & ~up
     moved = (level + up.float() - down.float()).clamp(min=0.0)
     new = torch.where(done, moved, level)
-    return {("env", "terrain_level"): new, ("task", "terrain_level_mean"): new.clamp(max=rows - 1).mean()}
+    return {("env", "terrain_level"): new, ("task", "terrain_level_mean"): new.clamp(max=origins.shape[0] - 1).mean()}

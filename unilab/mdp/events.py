@@ -14,7 +14,7 @@ from tensordict import TensorDict
 from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
-from unilab.mdp.terrain import HeightMap
+from unilab.mdp.terrain import HeightMap, tile_origins
 
 
 def reset_to_default_pose(
@@ -82,7 +82,7 @@ def spawn_on_terrain(
     mastered grid) restarts anywhere, so such envs keep seeing every difficulty. ``level`` pins every env to one row
     (eval at one difficulty)."""
     n = ctx.num_envs
-    rows, cols = origins.shape[:2]
+    rows = origins.shape[0]
     current = state["env", "terrain_level"]
     u = uniform(rng, 0, (n, 2), 0.0, 1.0)
     start = (u[:, 0] * (min(max_init_level, rows - 1) + 1)).floor()
@@ -90,8 +90,7 @@ def spawn_on_terrain(
     new = torch.where(current < 0, start, torch.where(current >= rows, anywhere, current))
     if level is not None:
         new = torch.full_like(current, float(level))
-    column = torch.arange(n, device=current.device) % cols
-    origin = origins[new.long().clamp(0, rows - 1), column]
+    origin = tile_origins(origins, new)
     qpos = state["sim", "qpos"].clone()
     qpos[:, :2] += origin[:, :2]
     qpos[:, 2] += ground(qpos[:, 0], qpos[:, 1]) + lift

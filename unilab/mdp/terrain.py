@@ -59,6 +59,14 @@ class HeightMap:
         return (nx - 1) * self.scale / 2, (ny - 1) * self.scale / 2
 
 
+def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+    """Each env's tile centre (N, 3) from the tiles' ``origins`` (rows, cols, 3): env ``i`` walks column
+    ``i % cols`` (the types in equal shares), at row ``level[i]`` clamped into the grid."""
+    rows, cols = origins.shape[:2]
+    column = torch.arange(level.shape[0], device=level.device) % cols
+    return origins[level.long().clamp(0, rows - 1), column]
+
+
 def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> torch.Tensor:
     """Points of a regular grid ``size`` metres long (x) and wide (y) centred on the origin, ``resolution`` apart:
     (points, 2). The defaults give mjlab's 17 x 11 = 187 points."""

@@ -165,7 +165,7 @@ class MjWarpBackend(SimBackend):
         self._nacon, self._nefc = wp.to_torch(d.nacon), wp.to_torch(d.nefc)
         # [contact overflows, constraint overflows, height-field caps], accumulated on device, read at host boundaries.
         self._overflow = torch.zeros(3, dtype=torch.int64, device=device)
-        # Per world, sticky until cleared: read and cleared after each physics step, where the model has height fields.
+        # Per world, sticky until cleared: read and cleared after each control step, where the model has height fields.
         self._flags = wp.to_torch(d.overflow) if model.nhfield else None
         self._njmax = config.njmax
         self._naconmax = d.naconmax
@@ -271,9 +271,9 @@ class MjWarpBackend(SimBackend):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
-                if self._flags is not None:
-                    self._overflow[2] += (self._flags & HFIELD_CAP).ne(0).any().long()
-                    self._flags.bitwise_and_(~HFIELD_CAP)
+            if self._flags is not None:  # the flag stays set until cleared: one read covers every substep
+                self._overflow[2] += (self._flags & HFIELD_CAP).ne(0).any().long()
+                self._flags.bitwise_and_(~HFIELD_CAP)
             _refresh(self._m, self._d)
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:

@@ -6,6 +6,8 @@ flat walk's 103, then the scan without noise.
 
 from __future__ import annotations
 
+import dataclasses
+
 from unilab.envs.config import TaskConfig
 from unilab.envs.randomization import Randomization
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
@@ -26,5 +28,5 @@ def make_task(
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty), else
     the curriculum moves them. ``noise_scale`` multiplies the observation noise, the scan's included."""
     walk = make_rand_task(noise_scale=noise_scale, randomization=randomization)
-    rough = ROUGH if terrain is TERRAIN else RoughSpec(terrain, ROUGH.max_init_level, ROUGH.nconmax, ROUGH.njmax)
+    rough = dataclasses.replace(ROUGH, terrain=terrain)
     return make_rough_walk(walk, "g1_walk_rough", rough, noise_scale, terrain_level)

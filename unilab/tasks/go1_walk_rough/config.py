@@ -48,7 +48,7 @@ def make_task(
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty), else
     the curriculum moves them. ``noise_scale`` multiplies the observation noise, the scan's included."""
     walk = randomize(make_flat_task(noise_scale=noise_scale), randomization)
-    rough = ROUGH if terrain is TERRAIN else dataclasses.replace(ROUGH, terrain=terrain)
+    rough = dataclasses.replace(ROUGH, terrain=terrain)
     task = make_rough_walk(walk, "go1_walk_rough", rough, noise_scale, terrain_level)
     ground = task.terminations["off_terrain"].params["ground"]
     knees = TerminationTerm(

@@ -152,9 +152,10 @@ def test_the_other_algorithms_train_the_go1_for_three_iterations(tmp_path: Path,
 
 def test_the_rough_go1_evaluates_under_every_suite_the_terrain_ones_included(go1_runs) -> None:
     checkpoint = go1_runs["go1_walk_rough"] / "model_3.pt"
-    results = eval_main(["--checkpoint", str(checkpoint), "--num-envs", "2", "--episode-s", "0.2", "--suite", "all"])
+    argv = ["--checkpoint", str(checkpoint), "--num-envs", "20", "--episode-s", "0.2", "--suite", "all"]
+    results = eval_main(argv)
     assert list(results) == suites_of("go1_walk_rough") and "stairs_up" in results
-    assert results["stairs_up"]["distance_walked"] >= 0.0
+    assert results["stairs_up"]["distance_walked"] >= 0.0 and len(results["stairs_up"]["terrain_rows"]) == 10
 
 
 def test_the_flat_go1_plays_to_a_video_and_runs_in_the_viewer(go1_runs, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,12 +18,20 @@ from torchrl.envs.utils import check_env_specs
 from tests.test_train import tiny
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
-from unilab.apps.eval import TERRAIN_SUITES, suite_overrides, suites_of
+from unilab.apps.eval import (
+    TERRAIN_SUITES,
+    check_terrain_suite_envs,
+    hardest_row_first,
+    row_table,
+    suite_overrides,
+    suites_of,
+)
 from unilab.apps.eval import main as eval_main
 from unilab.apps.train import run
 from unilab.core import rng as rnglib
-from unilab.mdp import curricula, events, terminations
-from unilab.mdp.terrain import HeightMap, scan_mirror_index, scan_pattern
+from unilab.mdp import curricula, events, rewards, terminations
+from unilab.mdp.terrain import HeightMap, footprint, height_scan, scan_mirror_index, scan_pattern
+from unilab.tasks import walking_metrics
 from unilab.tasks.g1_walk_rough.config import TERRAIN
 from unilab.tasks.registry import make_env, make_functional_env, make_task
 from unilab.terrain import TerrainConfig, generate
@@ -30,36 +39,66 @@ from unilab.terrain import TerrainConfig, generate
 SMALL = TerrainConfig(rows=4, types=("flat", "pyramid_stairs"), border=2.0)
 
 
-def _levels_state(level: list[float], xy: list[list[float]], command: list[list[float]]) -> TensorDict:
+def _levels_state(
+    level: list[float], xy: list[list[float]], command: list[list[float]], steps: list[int]
+) -> TensorDict:
     n = len(level)
     qpos = torch.zeros(n, 7)
     qpos[:, :2] = torch.tensor(xy)
     return TensorDict(
         {
-            "env": {"terrain_level": torch.tensor(level), "velocity": torch.tensor(command)},
+            "env": {
+                "terrain_level": torch.tensor(level),
+                "velocity": torch.tensor(command),
+                "episode_step": torch.tensor(steps),
+            },
             "sim": {"qpos": qpos},
         },
         batch_size=[],
     )
 
 
-def test_the_curriculum_moves_far_walkers_up_short_walkers_down_and_nobody_below_the_first_row() -> None:
+def test_the_curriculum_moves_far_walkers_up_short_walkers_and_fallers_down_and_nobody_below_the_first_row() -> None:
     terrain = generate(SMALL)
     origins = torch.from_numpy(terrain.origins)
-    # Envs 0-3 walk column 0 (flat), 4-5 column 1; each starts from its tile's centre.
-    level = [1.0, 1.0, 0.0, 2.0, 3.0, 1.0]
+    # Envs walk column i % 2 (flat, stairs); each starts from its tile's centre.
+    level = [1.0, 1.0, 0.0, 2.0, 3.0, 1.0, 1.0, 2.0]
     start = [origins[int(row), i % 2, :2] for i, row in enumerate(level)]
-    moved = [[4.5, 0.0], [1.0, 0.0], [0.0, 0.0], [3.0, 0.0], [0.0, 5.0], [0.0, 0.0]]
+    moved = [[4.5, 0.0], [1.0, 0.0], [0.0, 0.0], [1.5, 0.0], [0.0, 5.0], [0.0, 0.0], [5.0, 0.0], [2.0, 0.0]]
     xy = [(s + torch.tensor(m)).tolist() for s, m in zip(start, moved, strict=True)]
-    command = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.5, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
-    state = _levels_state(level, xy, command)
-    done = torch.tensor([True, True, True, True, True, False])
-    ctx = SimpleNamespace(num_envs=6)
+    command = [
+        [0.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [0.5, 0.0, 0.5],  # a circle of 1 m radius: after 20 s it is 2 |sin 5| = 1.92 m from where it began
+        [1.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [0.1, 0.0, 0.0],
+    ]
+    steps = [1000, 1000, 300, 1000, 1000, 1000, 400, 300]  # 1000 steps is the whole episode; fewer, it ended early
+    state = _levels_state(level, xy, command, steps)
+    done = torch.tensor([True, True, True, True, True, False, True, True])
+    ctx = SimpleNamespace(num_envs=8, max_episode_steps=1000)
     out = curricula.terrain_levels(state, ctx, done, origins, 8.0, "velocity", 20.0)
-    # 0: 4.5 m > 4 up; 1: 1 m < 10 m asked, down; 2: down, clamped at 0; 3: 3 m < 5 m asked, down;
-    # 4: off its tile from the last row: past it (the spawn redraws it); 5: not done, unchanged.
-    assert out[("env", "terrain_level")].tolist() == [2.0, 0.0, 0.0, 1.0, 4.0, 1.0]
-    assert float(out[("task", "terrain_level_mean")]) == pytest.approx((2 + 0 + 0 + 1 + 3 + 1) / 6)
+    # 0: 4.5 m > 4, up; 1: 1 m of the 20 m its command leads to, less than half: down; 2: fell, clamped at row 0;
+    # 3: 1.5 m of the circle's 1.92 m, more than half: stays (judged by speed alone, 1.5 m of 10 m, it went down);
+    # 4: off its tile from the last row: past it (the spawn redraws it); 5: not done, unchanged; 6: fell after
+    # crossing its tile: up; 7: fell, though it walked as far as its slow command asked: down.
+    new = [2.0, 0.0, 0.0, 2.0, 4.0, 1.0, 2.0, 1.0]
+    assert out[("env", "terrain_level")].tolist() == new
+    shown = torch.tensor(new).clamp(max=3.0)
+    assert float(out[("task", "terrain_level_mean")]) == pytest.approx(float(shown.mean()))
+    assert float(out[("task", "terrain_level_std")]) == pytest.approx(float(shown.std(correction=0)))
+
+
+def test_the_commanded_displacement_is_the_chord_of_the_commanded_arc() -> None:
+    command = torch.tensor(
+        [[1.0, 0.0, 0.0], [0.6, -0.8, 0.0], [0.5, 0.0, 0.5], [1.0, 0.0, 2 * math.pi / 20], [0, 0, 1]]
+    )
+    chord = curricula.commanded_displacement(command, 20.0)
+    expected = [20.0, 20.0, 2 * abs(math.sin(5.0)), 0.0, 0.0]  # straight, straight, r = 1 m circle, a full turn
+    assert chord.tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_spawns_start_low_redraw_a_mastered_grid_and_stand_on_their_tile() -> None:
@@ -82,6 +121,58 @@ def test_spawns_start_low_redraw_a_mastered_grid_and_stand_on_their_tile() -> No
     assert torch.allclose(root[:, 2], 0.75 + ground(root[:, 0], root[:, 1]) + 0.02)
     pinned = events.spawn_on_terrain(state, ctx, mask, rnglib.make_rng(3), ground, origins, 1, level=3)
     assert set(pinned[("env", "terrain_level")].tolist()) == {3.0}
+
+
+def test_spread_spawns_put_every_row_and_column_under_the_same_number_of_envs() -> None:
+    terrain = generate(SMALL)  # 4 rows, 2 columns
+    ground, origins = terrain.height_map(), torch.from_numpy(terrain.origins)
+    n = 16
+    state = TensorDict({"env": {"terrain_level": torch.full((n,), -1.0)}, "sim": {"qpos": torch.zeros(n, 7)}}, [])
+    ctx, rng = SimpleNamespace(num_envs=n), rnglib.make_rng(0)
+    out = events.spawn_on_terrain(state, ctx, None, rng, ground, origins, max_init_level=1, level="all")
+    rows = out[("env", "terrain_level")].long()
+    tiles = rows * 2 + torch.arange(n) % 2
+    assert torch.bincount(tiles).tolist() == [2] * 8
+
+
+def _step_ahead(x_step: float, height: float) -> HeightMap:
+    """A 4 m map sampled every 5 cm, level, with a step of ``height`` up from ``x_step`` (along +x) on."""
+    xs = (torch.arange(81) - 40) * 0.05
+    heights = torch.where(xs >= x_step - 1e-6, height, 0.0).expand(81, 81).contiguous()
+    return HeightMap(heights, 0.05)
+
+
+def test_the_scan_reads_a_step_up_ahead_of_the_robot_and_turns_with_it() -> None:
+    ground = _step_ahead(0.5, 0.12)
+    pattern = scan_pattern()  # 17 along x (-0.8 to 0.8 m) by 11 across
+    ctx = SimpleNamespace(body_ids={"pelvis": 0})
+    scans = {}
+    for name, quat in {"+x": [1.0, 0.0, 0.0, 0.0], "-x": [0.0, 0.0, 0.0, 1.0]}.items():  # yaw 0 and yaw pi
+        sim = {"xpos": torch.tensor([[[0.0, 0.0, 0.75]]]), "xquat": torch.tensor([[quat]])}
+        state = TensorDict({"sim": sim}, batch_size=[])
+        scans[name] = height_scan(state, ctx, ground, pattern, "pelvis", clip=1.5)[0].reshape(11, 17)
+    ahead = scans["+x"]
+    # The columns 0.5 m and more ahead read the step's top, 0.12 m nearer the pelvis; the rest read the ground.
+    assert torch.allclose(ahead[:, 13:], torch.full((11, 4), 0.63))
+    assert torch.allclose(ahead[:, :13], torch.full((11, 13), 0.75))
+    # Turned round, the robot has the step behind it: the same readings, back to front.
+    assert torch.allclose(scans["-x"], ahead.flip(-1), atol=1e-6)
+
+
+def test_the_swing_height_counts_from_the_highest_ground_within_the_feet_reach() -> None:
+    ground = _step_ahead(0.0, 0.12)  # the riser rises from x = -0.05 to x = 0 (one cell of the map)
+    foot = torch.tensor([[-0.1, 0.0, 0.10]])  # 10 cm above the lower tread, 5 cm short of the riser's foot
+    ctx = SimpleNamespace(sensor=lambda data, name: data[:, {"left": slice(0, 3)}[name]])
+    state = TensorDict({"env": {"phase": torch.tensor([[0.0]])}, "sim": {"sensordata": foot}}, batch_size=[])
+    params = {"phase": "phase", "foot_pos_sensors": ("left",), "swing_height": 0.09, "sigma": 0.04, "ground": ground}
+    # At phase 0 the clock asks for the full swing height, 0.09 m.
+    plain = rewards.feet_phase_height_exp(state, ctx, **params)
+    reach = rewards.feet_phase_height_exp(state, ctx, **params, around=footprint(0.15))
+    # Over the lower tread alone the foot is 0.10 m up; within 15 cm it meets the step's top, 0.12 m: 0.02 m under.
+    assert plain.item() == pytest.approx(math.exp(-((0.10 - 0.09) ** 2) / 0.04), rel=1e-5)
+    assert reach.item() == pytest.approx(math.exp(-((-0.02 - 0.09) ** 2) / 0.04), rel=1e-5)
+    points = footprint(0.15)
+    assert points.shape == (9, 2) and torch.allclose(points.norm(dim=-1)[1:], torch.full((8,), 0.15))
 
 
 def test_the_scan_mirror_takes_each_point_to_its_reflection_across_the_sagittal_plane() -> None:
@@ -123,20 +214,38 @@ def test_the_rough_walk_keeps_torchrls_specs(sim: str) -> None:
     assert env.mj_model is env.core.sim.model and env.mj_model.nhfield > 0  # the scene, terrain included
 
 
-def test_the_terrain_suites_put_every_env_on_one_type_at_the_hardest_row() -> None:
+def test_the_terrain_suites_spread_the_envs_of_one_type_over_every_row() -> None:
     assert suites_of("g1_walk_rough")[-len(TERRAIN_SUITES) :] == list(TERRAIN_SUITES)
     assert not set(TERRAIN_SUITES) & set(suites_of("g1_walk_flat"))
     overrides = suite_overrides("g1_walk_rough", "stairs_up", {"obs_noise": False})
-    assert overrides["terrain"].types == ("pyramid_stairs",) and overrides["terrain_level"] == TERRAIN.rows - 1
+    assert overrides["terrain"].types == ("pyramid_stairs",) and overrides["terrain_level"] == "all"
     task = make_task("g1_walk_rough", **overrides)
-    assert task.events["terrain_spawn"].params["level"] == TERRAIN.rows - 1
+    assert task.events["terrain_spawn"].params["level"] == "all"
     with pytest.raises(InputError, match="flat floor"):
         suite_overrides("g1_walk_flat", "slope", {})
 
 
-def test_a_row_the_terrain_does_not_have_is_refused() -> None:
-    with pytest.raises(ValueError, match="terrain_level must be a row of the terrain, 0 to 9, got 10"):
-        make_task("g1_walk_rough", terrain_level=10)
+@pytest.mark.parametrize("level", [10, -1, 2.5, "top", True])
+def test_a_row_the_terrain_does_not_have_is_refused(level: object) -> None:
+    with pytest.raises(ValueError, match="terrain_level must be a row of the terrain, 0 to 9, or 'all', got"):
+        make_task("g1_walk_rough", terrain_level=level)
+
+
+def test_a_terrain_suite_with_fewer_envs_than_tiles_is_refused() -> None:
+    with pytest.raises(InputError, match="suite slope puts g1_walk_rough's envs on 20 tiles"):
+        check_terrain_suite_envs("g1_walk_rough", "slope", 10)
+    check_terrain_suite_envs("g1_walk_rough", "slope", 20)
+    check_terrain_suite_envs("g1_walk_rough", "nominal", 1)
+
+
+def test_a_terrain_suite_is_judged_at_the_hardest_row_and_keeps_every_row() -> None:
+    rows = {f"row_{r}": {"num_envs": 2, "fall_rate": r / 10, "lin_vel_error": 0.1} for r in range(3)}
+    scored = {"fall_rate": 0.1, "lin_vel_error": 0.1, "terrain_rows": rows}
+    result = hardest_row_first(scored)
+    assert result["fall_rate"] == 0.2 and "num_envs" not in result and result["terrain_rows"] is rows
+    assert result["all_rows"] == {"fall_rate": 0.1, "lin_vel_error": 0.1}
+    table = row_table(rows)
+    assert len(table) == 4 and table[-1].split() == ["row_2", "2", "0.2000", "0.1000", "-", "-", "-"]
 
 
 def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_stairs(tmp_path: Path) -> None:
@@ -144,8 +253,44 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert data["status"] == "completed" == summary.status and data["completed_iterations"] == 3
     checkpoint = tmp_path / "run" / "model_3.pt"
-    results = eval_main(["--checkpoint", str(checkpoint), "--num-envs", "2", "--episode-s", "0.2", "--suite", "all"])
+    argv = ["--checkpoint", str(checkpoint), "--num-envs", "20", "--episode-s", "0.2", "--suite", "all"]
+    results = eval_main(argv)
     assert list(results) == suites_of("g1_walk_rough")
     stairs = results["stairs_up"]
     assert stairs["suite"] == "stairs_up" and stairs["distance_walked"] >= 0.0
+    # 20 envs on one type of 10 rows: two a row, the hardest row's figures at the head
+    assert [row["num_envs"] for row in stairs["terrain_rows"].values()] == [2] * 10
+    assert stairs["fall_rate"] == stairs["terrain_rows"]["row_9"]["fall_rate"]
+    assert [row["num_envs"] for row in results["slope"]["terrain_rows"].values()] == [2] * 10
+    assert sum(row["num_envs"] for row in results["nominal"]["terrain_rows"].values()) == 20
     assert (tmp_path / "run" / "eval_summary_model_3_stairs_up.json").is_file()
+
+
+def test_falls_on_terrain_are_placed_where_the_robot_last_stood() -> None:
+    position = torch.tensor([[[0.0, 0.0, 0.75], [5.0, 5.0, 0.75]], [[1.0, 0.0, 0.8], [5.0, 6.0, 0.75]]])
+    position = torch.cat([position, torch.tensor([[[2.0, 0.0, 0.3], [5.0, 7.0, 0.75]]])])  # (T=3, N=2, 3)
+    active = torch.tensor([[True, True], [True, True], [False, True]])  # env 0 fell on its third step
+    figures = walking_metrics.score(
+        commands=torch.zeros(3, 2, 3),
+        lin_vel_xy=torch.zeros(3, 2, 2),
+        yaw_rate=torch.zeros(3, 2),
+        active=active,
+        failed=torch.tensor([True, False]),
+        episode_length=torch.tensor([3, 3]),
+        dt=0.02,
+        position=position,
+    )
+    assert figures["fall_rate"] == 0.5
+    assert figures["fall_distance"] == pytest.approx(1.0) and figures["fall_rise"] == pytest.approx(0.05)
+    standing = walking_metrics.score(
+        **{
+            **dict(commands=torch.zeros(3, 2, 3), lin_vel_xy=torch.zeros(3, 2, 2)),
+            "yaw_rate": torch.zeros(3, 2),
+            "active": active,
+            "failed": torch.tensor([False, False]),
+            "episode_length": torch.tensor([3, 3]),
+            "dt": 0.02,
+            "position": position,
+        }
+    )
+    assert "fall_distance" not in standing and "fall_rise" not in standing

@@ -50,6 +50,16 @@ def test_reset_state_matches_the_reset_rules(env) -> None:
     assert not torch.equal(kp_scale[:, 0], kv_scale[:, 0])
 
 
+def test_a_share_of_velocity_commands_walks_straight_and_the_rest_are_drawn_as_without_it(env) -> None:
+    big = type(env.ctx)(**{**env.ctx.__dict__, "num_envs": 20_000})
+    ranges = ((-0.6, 1.0), (-0.4, 0.4), (-0.8, 0.8))
+    plain = commands.uniform_velocity(None, big, None, make_rng(1), *ranges, deadzone=0.2)
+    half = commands.uniform_velocity(None, big, None, make_rng(1), *ranges, deadzone=0.2, straight=0.5)
+    straight = half[:, 2] == 0
+    assert straight.float().mean().item() == pytest.approx(0.5, abs=0.02)
+    assert torch.equal(half[~straight], plain[~straight]) and torch.equal(half[:, :2], plain[:, :2])
+
+
 def test_velocity_command_ranges_and_deadzone(env) -> None:
     ctx = env.ctx
     n = 20_000

@@ -20,14 +20,20 @@ def uniform_velocity(
     lin_vel_y: tuple[float, float],
     ang_vel_z: tuple[float, float],
     deadzone: float,
+    straight: float = 0.0,
 ) -> torch.Tensor:
-    """(vx, vy, wz) uniform in the ranges; planar speeds at or below ``deadzone`` become 0 (wz kept)."""
+    """(vx, vy, wz) uniform in the ranges; planar speeds at or below ``deadzone`` become 0 (wz kept). A share
+    ``straight`` of the envs, drawn anew at each resample, gets wz = 0: held for a whole episode, a turning command
+    walks a circle, and on a terrain a robot must also cross its tile to meet what is on it."""
     u = uniform(rng, 0, (ctx.num_envs, 3))
     cmd = torch.stack(
         [lo + (hi - lo) * u[:, i] for i, (lo, hi) in enumerate((lin_vel_x, lin_vel_y, ang_vel_z))], dim=-1
     )
     slow = cmd[:, :2].norm(dim=-1, keepdim=True) <= deadzone
-    return torch.cat((torch.where(slow, 0.0, cmd[:, :2]), cmd[:, 2:]), dim=-1)
+    turn = cmd[:, 2:]
+    if straight > 0.0:
+        turn = torch.where(uniform(rng, 1, (ctx.num_envs, 1)) < straight, 0.0, turn)
+    return torch.cat((torch.where(slow, 0.0, cmd[:, :2]), turn), dim=-1)
 
 
 def gait_phase_offset(

@@ -41,6 +41,15 @@ def penalty_scale_by_episode_length(
     return {("task", "mean_episode_length"): avg, ("task", "penalty_scale"): new_scale}
 
 
+def commanded_displacement(command: torch.Tensor, duration_s: float) -> torch.Tensor:
+    """How far (N,) a robot that follows a constant ``command`` (vx, vy, wz) exactly for ``duration_s`` ends up from
+    where it started: it walks an arc of length |v| t turning at wz, whose chord is |v| t sinc(wz t / 2). A command
+    that turns walks circles and may come back; a straight one goes |v| t."""
+    speed = torch.linalg.vector_norm(command[:, :2], dim=-1)
+    half_turn = command[:, 2] * (duration_s / 2)
+    return speed * duration_s * torch.special.sinc(half_turn / torch.pi).abs()
+
+
 def terrain_levels(
     state: TensorDict,
     ctx: EnvContext,
@@ -52,17 +61,29 @@ def terrain_levels(
     short_fraction: float = 0.5,
 ) -> dict:
     """Move each finished env a terrain row up when it walked off its tile's half-width from the centre, and a row
-    down when it walked less than ``short_fraction`` of what its command asked over a whole episode (and did not
-    move up); never below the first row. A level past the last row is left for the spawn event to redraw.
+    down when it did not and either its episode ended early (it fell) or it got less than ``short_fraction`` of the
+    way its command would have carried it over a whole episode (``commanded_displacement``); never below the first
+    row. A level past the last row is left for the spawn event to redraw.
 
-    The mean level over envs (past the last row counted as the last) is ``state["task", "terrain_level_mean"]``.
+    What a command asks is judged by where it leads, not by its speed: a command that turns walks a circle, and a
+    robot that follows it perfectly may end near its start, which is no reason to move it down. Commands are drawn
+    at reset and held for the episode, so the episode's command is the one in the state.
+
+    The levels' mean and spread over envs (past the last row counted as the last) are ``state["task",
+    "terrain_level_mean"]`` and ``state["task", "terrain_level_std"]``.
     """
     level = state["env", "terrain_level"]
     origin = tile_origins(origins, level)[:, :2]
     walked = torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
-    asked = torch.linalg.vector_norm(state["env", command][:, :2], dim=-1) * episode_length_s
+    asked = commanded_displacement(state["env", command], episode_length_s)
     up = walked > tile_size / 2
-    down = (walked < short_fraction * asked) & ~up
+    early = state["env", "episode_step"] < ctx.max_episode_steps
+    down = (early | (walked < short_fraction * asked)) & ~up
     moved = (level + up.float() - down.float()).clamp(min=0.0)
     new = torch.where(done, moved, level)
-    return {("env", "terrain_level"): new, ("task", "terrain_level_mean"): new.clamp(max=origins.shape[0] - 1).mean()}
+    shown = new.clamp(max=origins.shape[0] - 1)
+    return {
+        ("env", "terrain_level"): new,
+        ("task", "terrain_level_mean"): shown.mean(),
+        ("task", "terrain_level_std"): shown.std(correction=0),
+    }

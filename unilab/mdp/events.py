@@ -70,7 +70,7 @@ def spawn_on_terrain(
     ground: HeightMap,
     origins: torch.Tensor,
     max_init_level: int,
-    level: int | None = None,
+    level: int | str | None = None,
     lift: float = 0.02,
 ) -> dict:
     """Carry the pose an earlier event drew (about the world origin) onto the env's tile, standing ``lift`` above
@@ -80,7 +80,8 @@ def spawn_on_terrain(
     shares) at row ``state["env", "terrain_level"]``, which this event owns. A level below 0 (an env never placed)
     starts at a row drawn from 0 to ``max_init_level``; a level past the last row (the curriculum's mark of a
     mastered grid) restarts anywhere, so such envs keep seeing every difficulty. ``level`` pins every env to one row
-    (eval at one difficulty)."""
+    (eval at one difficulty), or with ``"all"`` spreads them over every tile: env ``i`` on row ``i // cols`` modulo
+    the rows (eval at every difficulty at once)."""
     n = ctx.num_envs
     rows = origins.shape[0]
     current = state["env", "terrain_level"]
@@ -88,7 +89,9 @@ def spawn_on_terrain(
     start = (u[:, 0] * (min(max_init_level, rows - 1) + 1)).floor()
     anywhere = (u[:, 1] * rows).floor()
     new = torch.where(current < 0, start, torch.where(current >= rows, anywhere, current))
-    if level is not None:
+    if level == "all":
+        new = ((torch.arange(n, device=current.device) // origins.shape[1]) % rows).to(current.dtype)
+    elif level is not None:
         new = torch.full_like(current, float(level))
     origin = tile_origins(origins, new)
     qpos = state["sim", "qpos"].clone()

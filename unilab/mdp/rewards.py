@@ -73,10 +73,12 @@ def feet_phase_height_exp(
     swing_height: float,
     sigma: float,
     ground: HeightMap | None = None,
+    around: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """exp(-sum_feet (z_foot - h(phase))^2 / sigma): feet follow the gait clock's height profile, measured from
-    z = 0, or on a terrain from the surface under each foot, so a swing clears a step as it clears flat ground."""
+    z = 0, or on a terrain from the highest surface within the ``around`` offsets (``footprint``) of each foot, so a
+    swing clears a step as it clears flat ground and lifts before the toe meets the riser."""
     target = swing_height_target(state["env", phase], swing_height)
     feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
-    z = feet[..., 2] if ground is None else height_above_ground(ground, feet)
+    z = feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
     return torch.exp(-(z - target).square().sum(-1) / sigma)

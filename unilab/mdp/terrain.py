@@ -104,6 +104,19 @@ def scan_mirror_index(size: tuple[float, float] = (1.6, 1.0), resolution: float 
     return tuple((ny - 1 - iy) * nx + ix for iy in range(ny) for ix in range(nx))
 
 
-def height_above_ground(ground: HeightMap, points: torch.Tensor) -> torch.Tensor:
-    """How high world ``points`` (..., 3) are above the surface under them."""
-    return points[..., 2] - ground(points[..., 0], points[..., 1])
+def footprint(radius: float, points: int = 8) -> torch.Tensor:
+    """A point and ``points`` around it on a circle of ``radius`` metres: (points + 1, 2) offsets in x and y."""
+    angle = torch.arange(points, dtype=torch.float64) * (2 * torch.pi / points)
+    ring = radius * torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1)
+    return torch.cat((torch.zeros(1, 2, dtype=torch.float64), ring)).float()
+
+
+def height_above_ground(ground: HeightMap, points: torch.Tensor, around: torch.Tensor | None = None) -> torch.Tensor:
+    """How high world ``points`` (..., 3) are above the surface under them; with ``around`` (``footprint``'s
+    offsets), above the highest surface under any of those offsets from each point, so a foot approaching a step
+    up measures its height from the step's top before its toe reaches the riser."""
+    if around is None:
+        return points[..., 2] - ground(points[..., 0], points[..., 1])
+    x = points[..., 0:1] + around[:, 0]
+    y = points[..., 1:2] + around[:, 1]
+    return points[..., 2] - ground(x, y).amax(-1)

@@ -32,7 +32,7 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
-from unilab.mdp.terrain import HeightMap, height_scan, scan_mirror_index, scan_pattern
+from unilab.mdp.terrain import HeightMap, footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.sim import SimConfig
 from unilab.terrain import TerrainConfig, generate
 
@@ -231,23 +231,35 @@ def _on_ground(terms: dict, names: tuple[str, ...], ground: HeightMap) -> dict:
 @dataclass(frozen=True)
 class RoughSpec:
     """How a walk moves onto a terrain: the grid, the rows new envs start in, and the contact and constraint
-    buffers the terrain's extra contacts need."""
+    buffers the terrain's extra contacts need. ``foot_reach`` (m) is how far around a foot the gait reward looks
+    for the ground a swing must clear (about the toe's reach past the foot's site, plus a margin);
+    ``straight_commands`` is the share of episodes whose command does not turn, so that robots cross their tiles
+    (a turning command held for an episode walks a circle)."""
 
     terrain: TerrainConfig
     max_init_level: int
     nconmax: int
     njmax: int
+    foot_reach: float
+    straight_commands: float
 
 
 def make_rough_walk(
-    walk: TaskConfig, name: str, rough: RoughSpec, noise_scale: float = 1.0, terrain_level: int | None = None
+    walk: TaskConfig, name: str, rough: RoughSpec, noise_scale: float = 1.0, terrain_level: int | str | None = None
 ) -> TaskConfig:
     """``walk`` on ``rough.terrain``, with the height scan (noise 0.1 m for the actor) in both groups; heights that
-    decide rewards and falls are measured from the ground. ``terrain_level`` pins every env to that row (eval at
-    one difficulty), else the curriculum moves them."""
+    decide rewards and falls are measured from the ground (a swinging foot's from the highest ground within
+    ``rough.foot_reach`` of it), and a share ``rough.straight_commands`` of the commands walks straight.
+    ``terrain_level`` pins every env to that row (eval at one difficulty), or with ``"all"`` spreads them over every
+    row (eval at each difficulty at once), else the curriculum moves them."""
     terrain = rough.terrain
-    if terrain_level is not None and not 0 <= terrain_level < terrain.rows:
-        raise ValueError(f"terrain_level must be a row of the terrain, 0 to {terrain.rows - 1}, got {terrain_level}")
+    is_row = (
+        isinstance(terrain_level, int) and not isinstance(terrain_level, bool) and 0 <= terrain_level < terrain.rows
+    )
+    if terrain_level not in (None, "all") and not is_row:
+        raise ValueError(
+            f"terrain_level must be a row of the terrain, 0 to {terrain.rows - 1}, or 'all', got {terrain_level!r}"
+        )
     built = generate(terrain)
     ground = built.height_map()
     origins = torch.from_numpy(built.origins)
@@ -271,7 +283,7 @@ def make_rough_walk(
         raise ValueError(f"{name} expects the walk's first event to be root_pose, got {list(first)}")
     levels = CurriculumTerm(
         curricula.terrain_levels,
-        state={"terrain_level_mean": 0.0},
+        state={"terrain_level_mean": 0.0, "terrain_level_std": 0.0},
         params={
             "origins": origins,
             "tile_size": terrain.tile_size,
@@ -279,13 +291,23 @@ def make_rough_walk(
             "episode_length_s": walk.episode_length_s,
         },
     )
+    rewards = _on_ground(walk.rewards, ("feet_phase",), ground)
+    if "feet_phase" in rewards:
+        gait = rewards["feet_phase"]
+        rewards["feet_phase"] = dataclasses.replace(gait, params={**gait.params, "around": footprint(rough.foot_reach)})
+    velocity = walk.commands["velocity"]
+    commands = {
+        **walk.commands,
+        "velocity": dataclasses.replace(velocity, params={**velocity.params, "straight": rough.straight_commands}),
+    }
     return dataclasses.replace(
         walk,
         name=name,
         terrain=terrain,
         physics=dataclasses.replace(walk.physics, nconmax=rough.nconmax, njmax=rough.njmax),
         observations=observations,
-        rewards=_on_ground(walk.rewards, ("feet_phase",), ground),
+        rewards=rewards,
+        commands=commands,
         terminations=term,
         events={**first, "terrain_spawn": spawn, **dict(ordered)},
         curricula={**walk.curricula, "terrain_levels": levels},

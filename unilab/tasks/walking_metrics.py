@@ -28,28 +28,62 @@ def score(
     failed: torch.Tensor,
     episode_length: torch.Tensor,
     dt: float,
+    position: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Velocity-tracking scores from (T, N) trajectories.
 
     ``commands`` (T, N, 3) is (vx, vy, wz) in the base frame, matching ``lin_vel_xy`` (T, N, 2) from the robot's
     body-frame velocity sensor and ``yaw_rate`` (T, N) from its gyro, the same signals the rewards use.
     ``failed`` (N,) marks envs whose first episode ended by a failure termination rather than the time-out.
-    ``distance_walked`` is the mean path length of the first episodes, in metres.
+    ``distance_walked`` is the mean path length of the first episodes, in metres. Given ``position`` (T, N, 3), the
+    base's world x and y and the height of the lowest foot, ``fall_distance`` is how far from their starting point
+    the robots that fell were at their last scored step (on a pyramid of stairs: on the platform, on the steps, or
+    past them), ``fall_rise`` how much higher their lowest foot then was (negative: on the way down); both are left
+    out when no robot fell.
     """
     lin = torch.linalg.vector_norm(commands[..., :2] - lin_vel_xy, dim=-1)
     yaw = (commands[..., 2] - yaw_rate).abs()
     path = (torch.linalg.vector_norm(lin_vel_xy, dim=-1) * active.float()).sum(0) * dt
-    return {
+    figures = {
         "fall_rate": float(failed.float().mean()),
         "lin_vel_error": active_mean(lin, active),
         "yaw_rate_error": active_mean(yaw, active),
         "distance_walked": float(path.mean()),
         **episode_lengths(episode_length, dt),
     }
+    if position is not None and failed.any():
+        last = (active.long().sum(0) - 1).clamp(min=0)  # each env's last scored step
+        envs = torch.arange(position.shape[1], device=position.device)
+        moved = position[last, envs] - position[0]
+        figures["fall_distance"] = float(torch.linalg.vector_norm(moved[failed, :2], dim=-1).mean())
+        figures["fall_rise"] = float(moved[failed, 2].mean())
+    return figures
 
 
 METRICS = EvalMetrics(readings, score, thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)})
 """A walking policy works when at most 5 % of robots fall and the mean velocity error is at most 0.25 m/s."""
 
-ROUGH_METRICS = EvalMetrics(readings, score, thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.30)})
-"""On rough ground the velocity bound is looser, 0.3 m/s, since a robot climbing a step slows down for it."""
+
+def rough_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+    """``readings``, and where the robot is on the terrain: the base's world x and y, and the height of its lowest
+    foot, which stands on the ground while the robot does (the base's own height also drops as it falls)."""
+    sensordata, robot = state["sim", "sensordata"], env.task.robot
+    feet = torch.stack([env.ctx.sensor(sensordata, name)[:, 2] for name in robot.foot_pos_sensors], dim=-1)
+    position = torch.cat((state["sim", "qpos"][:, :2], feet.amin(-1, keepdim=True)), dim=-1)
+    return {**readings(env, state), "position": position}
+
+
+def terrain_rows(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+    """Envs by the terrain row (difficulty) their first episode starts on: ``row_0`` (easiest) to the last."""
+    level = state["env", "terrain_level"]
+    return {f"row_{row}": level == row for row in range(env.task.terrain.rows)}
+
+
+ROUGH_METRICS = EvalMetrics(
+    rough_readings,
+    score,
+    thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.30)},
+    groups={"terrain_rows": terrain_rows},
+)
+"""On rough ground the velocity bound is looser, 0.3 m/s, since a robot climbing a step slows down for it; the
+figures are also given for each terrain row."""

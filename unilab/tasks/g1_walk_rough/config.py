@@ -16,17 +16,19 @@ from unilab.tasks.walking import RoughSpec, make_rough_walk
 from unilab.terrain import TerrainConfig
 
 TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.12), slope=(0.0, 0.3))
-ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=96, njmax=600)
+# The foot's site sits 9.5 cm behind its toe; 15 cm lifts a swing 5 cm before the toe would meet a riser.
+ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=96, njmax=600, foot_reach=0.15, straight_commands=0.5)
 
 
 def make_task(
     noise_scale: float = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
-    terrain_level: int | None = None,
+    terrain_level: int | str | None = None,
 ) -> TaskConfig:
-    """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty), else
-    the curriculum moves them. ``noise_scale`` multiplies the observation noise, the scan's included."""
+    """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
+    ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
+    ``noise_scale`` multiplies the observation noise, the scan's included."""
     walk = make_rand_task(noise_scale=noise_scale, randomization=randomization)
     rough = dataclasses.replace(ROUGH, terrain=terrain)
     return make_rough_walk(walk, "g1_walk_rough", rough, noise_scale, terrain_level)

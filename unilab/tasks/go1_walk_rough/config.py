@@ -34,7 +34,8 @@ RANDOMIZATION = Randomization(
 """The Go1 weighs 12.7 kg, so its payload and shoves are smaller than the G1's; its feet grip harder (condim 6)."""
 
 TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.1), slope=(0.0, 0.3))
-ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=64, njmax=400)
+# A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and a swing's forward reach within a step.
+ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=64, njmax=400, foot_reach=0.05, straight_commands=0.5)
 KNEES = tuple(f"{leg}_calf" for leg in go1.LEGS)
 KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm
 
@@ -43,10 +44,11 @@ def make_task(
     noise_scale: float = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
-    terrain_level: int | None = None,
+    terrain_level: int | str | None = None,
 ) -> TaskConfig:
-    """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty), else
-    the curriculum moves them. ``noise_scale`` multiplies the observation noise, the scan's included."""
+    """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
+    ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
+    ``noise_scale`` multiplies the observation noise, the scan's included."""
     walk = randomize(make_flat_task(noise_scale=noise_scale), randomization)
     rough = dataclasses.replace(ROUGH, terrain=terrain)
     task = make_rough_walk(walk, "go1_walk_rough", rough, noise_scale, terrain_level)

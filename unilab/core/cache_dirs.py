@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 import struct
@@ -56,10 +57,10 @@ class CacheDir:
 def default_root() -> Path:
     """The root the environment asks for, writable or not."""
     if os.environ.get(ROOT_VARIABLE):
-        return Path(os.environ[ROOT_VARIABLE]).expanduser()
+        return Path(os.environ[ROOT_VARIABLE]).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "unilab"
+    return (base / "unilab").absolute()  # the same folder for processes started elsewhere (torchrun's ranks)
 
 
 def _writable(folder: Path) -> bool:
@@ -143,7 +144,7 @@ class CorruptGraphFilter(logging.Filter):
         if GRAPH_CACHE_FAILURE not in str(record.msg) or not record.exc_info:
             return True
         entry = _failed_entry(record.exc_info[2])
-        if entry is None or entry.name.startswith("."):
+        if entry is None or entry.name.startswith(".") or _loads(entry):
             return True
         try:
             entry.unlink()
@@ -152,6 +153,16 @@ class CorruptGraphFilter(logging.Filter):
         error = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
         notice(f"removed a corrupt compiled-graph cache entry {entry} ({error}); compiling again")
         return False
+
+
+def _loads(entry: Path) -> bool:
+    """Whether ``entry`` unpickles now, as Inductor reads it: if it does, the failure was not this file's (a remote
+    cache's, say, logged from the same frame after the local entries), and the entry stays."""
+    try:
+        pickle.loads(entry.read_bytes())
+    except Exception:  # whatever Inductor's reader failed on: a short file, a foreign pickle, a missing class
+        return False
+    return True
 
 
 def _failed_entry(trace: TracebackType | None) -> Path | None:

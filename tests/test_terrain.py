@@ -36,6 +36,23 @@ def test_the_same_config_gives_the_same_terrain_and_the_seed_moves_only_the_rand
         assert same == (name != "random_rough"), name
 
 
+def test_a_config_is_built_once_and_no_caller_can_change_what_the_next_one_gets() -> None:
+    """A rough task reads the map for its terms and again for its scene, and a run builds its task twice."""
+    from unilab.terrain.generator import _generate
+
+    config = dataclasses.replace(SMALL, seed=7)
+    first = generate(config)
+    built = _generate.cache_info().misses
+    first.heights[:] = 99.0  # the caller's own copy
+    first.origins[:] = 99.0
+    second = generate(dataclasses.replace(SMALL, seed=7))
+    assert _generate.cache_info().misses == built
+    assert not np.any(second.heights == 99.0) and not np.any(second.origins == 99.0)
+    assert not _generate(config).heights.flags.writeable
+    as_list = generate(dataclasses.replace(config, types=list(config.types)))  # unhashable: built afresh
+    assert np.array_equal(as_list.heights, second.heights)
+
+
 def test_each_type_follows_its_rows_difficulty() -> None:
     terrain = generate(SMALL)  # difficulties 0, 0.5, 1
     assert not np.any(terrain.heights[:, : SMALL.border_samples])  # the border is level ground

@@ -526,14 +526,20 @@ def test_env_step_beside_the_updates_at_a_small_batch_runs_to_the_end(tmp_path: 
     assert summary["status"] == "completed" and summary["completed_iterations"] == 600
 
 
-def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytest.CaptureFixture) -> None:
+def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from unilab.apps import cli
+    from unilab.core.cache_dirs import CACHES, SWITCHES
+
+    for variable in (*(variable for _, variable in CACHES.values()), *SWITCHES):  # a command places the caches
+        monkeypatch.delenv(variable, raising=False)  # in this process: restored when the test ends
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fly"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.splitlines() == [
-        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, list (unilab --help)"
+        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, list, cache (unilab --help)"
     ]
     cli.main(["list", "--help"])
     assert capsys.readouterr().out.startswith("usage: unilab list")
@@ -541,7 +547,7 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(capsys: pytes
     assert '"bench": "physics"' in capsys.readouterr().out
     cli.main(["--help"])  # returns: exit status 0
     help_text = capsys.readouterr().out
-    assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "list"))
+    assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "list", "cache"))
     cli.main(["list"])
     listing = capsys.readouterr().out
     assert "g1_walk_flat           100 / 103, 29" in listing and "physics backends: mjwarp, mujoco" in listing

@@ -12,6 +12,7 @@ from types import ModuleType
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
+from unilab.core.cache_dirs import configure
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
@@ -20,6 +21,7 @@ COMMANDS = {
     "view": ("unilab.apps.view", "serve a web viewer of a policy running live (viser; loopback, --port)"),
     "bench": ("unilab.apps.bench", "throughput: canonical train runs, env steps, physics, drift"),
     "list": ("unilab.apps.cli", "the tasks (observation and action sizes), algorithms and physics backends"),
+    "cache": ("unilab.apps.cache", "where compiled kernels and graphs are kept, their sizes; 'clear' removes them"),
 }
 
 
@@ -48,6 +50,10 @@ def main(argv: list[str] | None = None) -> None:
             fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
         print(list_everything())
         return
+    if argv[0] == "cache":  # reads folders only: no stack to load, no caches to place
+        importlib.import_module(COMMANDS["cache"][0]).main(argv[1:])
+        return
+    configure()  # before torch or Warp is imported: they read where their caches live as they load
     import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
 
 
@@ -70,4 +76,5 @@ def import_command(prog: str, module: str) -> ModuleType:
 def train() -> None:
     """Console command ``train``: the environment is checked before the training stack is imported."""
     check_environment("train")
+    configure()
     import_command("train", "unilab.apps.train").main()

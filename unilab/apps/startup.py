@@ -8,10 +8,13 @@ timed on its own. Marks synchronise the device: queued work is charged to the ph
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 
 import torch
 
+from unilab.core.cache_dirs import CacheDir
 from unilab.core.device import settle
 
 
@@ -56,3 +59,22 @@ class StartupClock:
 
     def total(self) -> float:
         return round(sum(self.phases.values()), 3)
+
+    def line(self) -> str:
+        """The split so far on one line, as a run prints it once its first iteration is done: what a user waited
+        for, phase by phase (``run_summary.json``'s ``startup_sec`` has the same figures)."""
+        split = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in self.phases.items())
+        return f"start-up {self.total():.1f} s: {split}"
+
+
+def cache_line(dirs: list[CacheDir]) -> str:
+    """Where this run's compiled kernels and graphs are kept, for the line a run prints as it starts: the one folder
+    that holds them all, or each one's. Warp, once initialised, says itself where it reads (a process that started
+    Warp before the caches were placed keeps Warp's default)."""
+    warp = sys.modules.get("warp")
+    warp_dir = getattr(getattr(warp, "config", None), "kernel_cache_dir", None)
+    places = {cache.name: Path(warp_dir).parent if cache.name == "warp" and warp_dir else cache.path for cache in dirs}
+    parents = {path.parent for path in places.values()}
+    names = ", ".join(places)
+    where = f"{parents.pop()} ({names})" if len(parents) == 1 else ", ".join(f"{n} {p}" for n, p in places.items())
+    return f"compiled kernels and graphs are kept in {where} (unilab cache: their sizes; unilab cache clear)"

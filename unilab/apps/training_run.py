@@ -43,8 +43,9 @@ from unilab.apps.run_dir import (
     write_json_atomic,
 )
 from unilab.apps.signals import StopSignals
-from unilab.apps.startup import StartupClock, process_age_s
+from unilab.apps.startup import StartupClock, cache_line, process_age_s
 from unilab.apps.watchdog import StallWatchdog
+from unilab.core.cache_dirs import configure
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.tasks.registry import make_functional_env
@@ -91,6 +92,7 @@ class TrainingRun:
         ``ValueError`` (one line) for bad input, before the first iteration."""
         launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
         clock = StartupClock(IMPORTED_AFTER_S)
+        caches = configure()  # the command placed them before its imports; a run started from Python, here
         world = World.from_env()  # every rank runs every check below, so bad input fails on each before any work
         device = resolve_device(cfg, world)
         check_inputs(cfg)
@@ -111,6 +113,7 @@ class TrainingRun:
         try:
             clock.mark("checks")
             if world.leader:
+                announce("train", cache_line(caches))
                 announce("train", f"building {cfg.algo.num_envs} {cfg.task.name} envs on {cfg.sim.name} ({device})")
             env = make_functional_env(
                 cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
@@ -233,6 +236,8 @@ class TrainingRun:
             watchdog.beat()  # the first beat arms it: compiles and captures are behind us
             if first:  # capture / first-update iteration: excluded from the tail rate
                 self.startup.mark("first_iteration")
+                if self.world.leader:
+                    self.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
                 self.timer.start()
                 first = False
             else:

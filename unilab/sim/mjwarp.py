@@ -23,12 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 import mujoco
 import mujoco_warp as mjw
 import torch
 import warp as wp
 
+from unilab.core.cache_dirs import drop_corrupt_warp_modules
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
@@ -70,6 +72,14 @@ def _init_warp() -> None:
         captured.seek(0)
         lines = captured.read().decode(errors="replace").splitlines(keepends=True)
     sys.stderr.write("".join(line for line in lines if _NO_DRIVER not in line))
+    _check_kernel_cache()
+
+
+@functools.cache
+def _check_kernel_cache() -> None:
+    """Once per process, before the first module loads: a corrupt module in Warp's kernel cache would fail its first
+    launch with Warp's own error, run after run; removed, it is compiled again."""
+    drop_corrupt_warp_modules(Path(wp.config.kernel_cache_dir))
 
 
 @functools.cache

@@ -12,6 +12,7 @@ The defaults follow mjlab's rough-terrain grid for legged robots: 8 m tiles samp
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -217,7 +218,25 @@ def check(cfg: TerrainConfig) -> None:
 
 def generate(cfg: TerrainConfig = TerrainConfig()) -> Terrain:
     """The terrain of ``cfg``: every tile built by its type at its row's difficulty, each from a generator seeded by
-    the config's seed and the tile's place, so a tile does not change when another is added or reordered."""
+    the config's seed and the tile's place, so a tile does not change when another is added or reordered.
+
+    Built once per config and process: a rough task reads the map for its terms and builds it into its scene, and a
+    run builds its task more than once (the memory check's probe, then the envs). Each call returns its own copy of
+    the arrays, so a caller that writes into them changes neither the kept map nor another caller's. A config
+    holding a list where a tuple belongs cannot key the memo, and is built afresh."""
+    try:
+        hash(cfg)
+    except TypeError:
+        kept = _generate.__wrapped__(cfg)
+    else:
+        kept = _generate(cfg)
+    return Terrain(cfg, kept.heights.copy(), kept.origins.copy())
+
+
+@functools.lru_cache(maxsize=4)  # a map holds at most MAX_SAMPLES float32 (64 MiB); a process uses one or two
+def _generate(cfg: TerrainConfig) -> Terrain:
+    """``generate``'s terrain, kept per config; its arrays are read-only, so nothing can change what later calls
+    copy."""
     check(cfg)
     n, border = cfg.tile_samples, cfg.border_samples
     heights = np.zeros((cfg.rows * n + 2 * border, cfg.cols * n + 2 * border))
@@ -236,4 +255,7 @@ def generate(cfg: TerrainConfig = TerrainConfig()) -> Terrain:
                 (y0 + n // 2) * cfg.horizontal_scale - depth / 2,
                 tile[n // 2, n // 2],
             )
-    return Terrain(cfg, heights.astype(np.float32), origins.astype(np.float32))
+    terrain = Terrain(cfg, heights.astype(np.float32), origins.astype(np.float32))
+    terrain.heights.flags.writeable = False
+    terrain.origins.flags.writeable = False
+    return terrain

@@ -1,0 +1,234 @@
+"""Compiled artefacts kept across runs: where the cache lives (the environment, a read-only home), a second process
+reusing the first's compiles, a corrupt entry rebuilt with one line, and ``unilab cache`` showing and clearing it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unilab.apps.cache import human
+from unilab.core import cache_dirs
+from unilab.core.cache_dirs import CACHES, SWITCHES, configure, default_root, drop_corrupt_warp_modules, resolve_root
+
+REPO = Path(__file__).resolve().parents[1]
+VARIABLES = ("UNILAB_CACHE_DIR", "XDG_CACHE_HOME", *(variable for _, variable in CACHES.values()), *SWITCHES)
+
+# A Warp kernel compiled (or loaded) on the CPU in a process whose caches ``configure`` placed; Warp prints whether
+# the module was compiled or cached.
+WARP_KERNEL = """
+from pathlib import Path
+from unilab.core.cache_dirs import configure, drop_corrupt_warp_modules
+configure()
+import warp as wp
+wp.config.quiet = False
+@wp.kernel
+def bump(a: wp.array(dtype=float)):
+    a[wp.tid()] = a[wp.tid()] + 1.0
+wp.init()
+drop_corrupt_warp_modules(Path(wp.config.kernel_cache_dir))
+a = wp.zeros(4, dtype=float, device="cpu")
+wp.launch(bump, dim=4, inputs=[a], device="cpu")
+print(wp.config.kernel_cache_dir, a.numpy().sum())
+"""
+
+# A function compiled by Inductor in a process whose caches ``configure`` placed; prints the FX graph cache counters.
+INDUCTOR_GRAPH = """
+import json
+from unilab.core.cache_dirs import configure
+configure()
+import torch
+from torch._dynamo.utils import counters
+torch.compile(lambda x: torch.sin(x) * 2 + 1)(torch.ones(8))
+print(json.dumps(dict(counters["inductor"])))
+"""
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No cache variable set, and each restored after the test (``configure`` writes them)."""
+    for variable in VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    return monkeypatch
+
+
+def _python(code: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run as a script (Warp reads a kernel's source from its file) with the cache root ``root``."""
+    script = root.parent / f"{root.name}_script.py"
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(UNILAB_CACHE_DIR=str(root), OMP_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_the_root_follows_the_environment(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clean_env.setenv("HOME", str(tmp_path / "home"))
+    assert default_root() == tmp_path / "home" / ".cache" / "unilab"
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_root() == tmp_path / "xdg" / "unilab"
+    clean_env.setenv("UNILAB_CACHE_DIR", str(tmp_path / "mine"))
+    assert resolve_root() == tmp_path / "mine" and (tmp_path / "mine").is_dir()
+
+
+@pytest.mark.parametrize("blocked", ["under_a_file", "read_only"])
+def test_an_unwritable_home_falls_back_with_one_line(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], blocked: str
+) -> None:
+    home = tmp_path / "home"
+    if blocked == "under_a_file":  # cannot be created, whoever runs the test
+        (tmp_path / "a_file").write_text("")
+        home = tmp_path / "a_file" / "home"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        home.mkdir()
+        home.chmod(0o500)
+    clean_env.setenv("HOME", str(home))
+    root = resolve_root()
+    assert root.is_dir() and not root.is_relative_to(home)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "is not writable" in lines[0] and str(root) in lines[0]
+
+
+def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clean_env.setenv("UNILAB_CACHE_DIR", str(tmp_path / "root"))
+    clean_env.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor_of_mine"))
+    clean_env.setenv("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+    placed = {cache.name: cache for cache in configure()}
+    assert os.environ["WARP_CACHE_PATH"] == str(tmp_path / "root" / "warp") == str(placed["warp"].path)
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "root" / "triton")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor_of_mine")
+    assert placed["inductor"].user_set and not placed["warp"].user_set
+    assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0" and os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
+    # A second call (the command's, then the run's) sees its own placement, not the user's.
+    assert {cache.name: cache for cache in configure()} == placed
+
+
+def test_a_second_process_loads_warp_s_kernels_and_a_corrupt_one_is_rebuilt(tmp_path: Path) -> None:
+    first = _python(WARP_KERNEL, tmp_path / "root")
+    assert first.returncode == 0, first.stderr[-2000:]
+    kernel_cache = Path(first.stdout.split()[-2])
+    assert kernel_cache.is_relative_to(tmp_path / "root" / "warp") and "(compiled)" in first.stdout
+    second = _python(WARP_KERNEL, tmp_path / "root")
+    assert "(cached)" in second.stdout and "(compiled)" not in second.stdout
+    (module,) = kernel_cache.glob("wp_*")
+    (binary,) = module.glob("*.o")
+    binary.write_bytes(binary.read_bytes()[:200])  # a write cut short: Warp alone fails to load it
+    third = _python(WARP_KERNEL, tmp_path / "root")
+    assert third.returncode == 0, third.stderr[-2000:]
+    notices = [line for line in third.stderr.splitlines() if line.startswith("unilab:")]
+    assert len(notices) == 1 and "corrupt Warp kernel cache entry" in notices[0] and "cut short" in notices[0]
+    assert "(compiled)" in third.stdout and third.stdout.split()[-1] == "4.0"
+
+
+def test_warp_s_in_flight_builds_and_whole_modules_are_kept(tmp_path: Path) -> None:
+    whole = tmp_path / "wp_mod_abc"
+    whole.mkdir()
+    (whole / "wp_mod_abc.meta").write_text('{"shared_memory_bytes": {}}')
+    building = tmp_path / "wp_mod_def_p123_t456"  # another process writing: not ours to judge
+    building.mkdir()
+    (building / "wp_mod_def.o").write_bytes(b"\x7fELF")
+    broken = tmp_path / "wp_mod_ghi"
+    broken.mkdir()
+    (broken / "wp_mod_ghi.meta").write_text("{")
+    assert drop_corrupt_warp_modules(tmp_path) == [broken]
+    assert whole.is_dir() and building.is_dir() and not broken.exists()
+
+
+def test_a_corrupt_graph_entry_is_one_line_and_removed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inductor's warning, as its cache reader logs it (the entry in the catching frame's ``subdir`` and ``path``),
+    becomes one line, and the entry goes; a warning without an entry passes through."""
+    entry = tmp_path / "fxgraph" / "ab" / "key" / "entry"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"garbage")
+    graph_log = logging.getLogger(cache_dirs.GRAPH_CACHE_LOGGER)
+    graph_filter = cache_dirs.CorruptGraphFilter()
+    graph_log.addFilter(graph_filter)
+    try:
+
+        def read(subdir: str, path: str) -> bool:
+            try:
+                int(pickle.loads(Path(subdir, path).read_bytes()))
+            except Exception:
+                record = graph_log.makeRecord(
+                    graph_log.name, logging.WARNING, __file__, 0, "fx graph cache unable to load compiled graph", (),
+                    sys.exc_info(),
+                )  # fmt: skip
+                return graph_filter.filter(record)
+            return True
+
+        assert read(str(entry.parent), entry.name) is False
+        assert not entry.exists()
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("unilab: removed a corrupt compiled-graph cache entry")
+        assert str(entry) in lines[0] and "UnpicklingError" in lines[0]
+        plain = graph_log.makeRecord(graph_log.name, logging.WARNING, __file__, 0, "something else", (), None)
+        assert graph_filter.filter(plain) is True
+        entry.write_bytes(pickle.dumps("not a number"))  # unpickles: what failed was not the entry, which stays
+        assert read(str(entry.parent), entry.name) is True and entry.exists()
+    finally:
+        graph_log.removeFilter(graph_filter)
+
+
+@pytest.mark.slow  # four processes, the first compiling with Inductor (20-40 s on two shared cores)
+def test_a_second_process_hits_the_graph_cache_and_a_corrupt_entry_is_rebuilt(tmp_path: Path) -> None:
+    def compile_once() -> tuple[dict, list[str]]:
+        done = _python(INDUCTOR_GRAPH, tmp_path / "root")
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.splitlines()[-1]), done.stderr.splitlines()
+
+    assert compile_once()[0].get("fxgraph_cache_miss") == 1
+    assert compile_once()[0].get("fxgraph_cache_hit") == 1
+    entries = [path for path in (tmp_path / "root" / "inductor" / "fxgraph").rglob("*") if path.is_file()]
+    assert entries
+    for path in entries:
+        path.write_bytes(b"garbage")
+    counts, stderr = compile_once()
+    assert "fxgraph_cache_hit" not in counts and len(stderr) == len(entries)
+    assert all(line.startswith("unilab: removed a corrupt compiled-graph cache entry") for line in stderr)
+    counts, stderr = compile_once()
+    assert counts.get("fxgraph_cache_hit") == 1 and not stderr
+
+
+def test_unilab_cache_shows_and_clears_without_torch(tmp_path: Path) -> None:
+    (tmp_path / "root" / "warp" / "1.19.0").mkdir(parents=True)
+    (tmp_path / "root" / "warp" / "1.19.0" / "kernel.o").write_bytes(b"x" * 3000)
+    mine = tmp_path / "my_inductor"
+    mine.mkdir()
+    (mine / "graph").write_bytes(b"y" * 10)
+    code = (
+        "import sys\n"
+        "from unilab.apps.cli import main\n"
+        "main(sys.argv[1:])\n"
+        "print('torch' in sys.modules)\n"
+    )  # fmt: skip
+
+    def cache(*argv: str) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+        env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), TORCHINDUCTOR_CACHE_DIR=str(mine))
+        done = subprocess.run(
+            [sys.executable, "-c", code, "cache", *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[-1] == "False"  # torch never imported
+        return done.stdout.splitlines()[:-1]
+
+    shown = cache()
+    assert shown[0] == f"cache root: {tmp_path / 'root'}"
+    rows = {line.split()[0]: line for line in shown[1:4]}
+    assert str(tmp_path / "root" / "warp") in rows["warp"] and rows["warp"].endswith(human(3000))
+    assert str(mine) in rows["inductor"] and "10 B (set by TORCHINDUCTOR_CACHE_DIR)" in rows["inductor"]
+    assert "empty" in rows["triton"] and shown[4].startswith(f"total {human(3010)}")
+    assert cache("info") == shown
+    cleared = cache("clear")
+    assert f"removed {tmp_path / 'root' / 'warp'} ({human(3000)})" in cleared[1]
+    assert "kept" in cleared[2] and (mine / "graph").exists() and not (tmp_path / "root" / "warp").exists()
+    assert "nothing to remove" in cleared[3]

@@ -1,0 +1,245 @@
+"""Where compiled artefacts are kept across runs: one user cache directory holding Warp's kernels, Inductor's and
+AOTAutograd's compiled graphs and Triton's kernels.
+
+A run compiles the same physics kernels and the same graphs as the run before it; kept, they load in a fraction of
+the time (on the GPU a fresh start spends about 40 s compiling Warp's kernels and about 100 s in Inductor, a warm one
+seconds). Left to their libraries, they land in three places, one of them (Inductor's) in the system's temporary
+directory, which a reboot or a fresh container empties. So the commands point all of them at one root before torch
+or Warp compiles anything, which is also one place to look at and one to clear (``unilab cache``).
+
+The root is ``$UNILAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/unilab``, else ``~/.cache/unilab``; where that cannot be
+written (a read-only home) a folder in the temporary directory stands in, with a one-line notice, rather than a
+failed run. A library's own variable that the user set (``WARP_CACHE_PATH``, ``TORCHINDUCTOR_CACHE_DIR``,
+``TRITON_CACHE_DIR``) is left as it is. This module imports nothing heavy: ``unilab cache`` answers without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import re
+import shutil
+import struct
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+ROOT_VARIABLE = "UNILAB_CACHE_DIR"
+# Each cache: its folder under the root and the variable its library reads it from (at ``wp.init`` for Warp, at
+# the first compile for Inductor and Triton).
+CACHES: dict[str, tuple[str, str]] = {
+    "warp": ("warp", "WARP_CACHE_PATH"),  # Warp's kernels (mujoco_warp's and the backend's)
+    "inductor": ("inductor", "TORCHINDUCTOR_CACHE_DIR"),  # Inductor's FX graphs, AOTAutograd's graphs, kernels
+    "triton": ("triton", "TRITON_CACHE_DIR"),  # Triton's compiled GPU kernels
+}
+# Switches for the FX graph and AOTAutograd caches. Both are on by default in the torch versions this package
+# supports (2.11 to 2.14), which read them when ``torch._inductor.config`` and ``torch._functorch.config`` are
+# imported; set here so that a later default cannot turn them off silently. A version that does not know a variable
+# ignores it.
+SWITCHES = ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_AUTOGRAD_CACHE")
+
+
+@dataclass(frozen=True)
+class CacheDir:
+    """One cache: where it is, and whether the user chose that place (``variable`` was set before the commands
+    set it), in which case ``unilab cache clear`` leaves it alone."""
+
+    name: str
+    path: Path
+    variable: str
+    user_set: bool
+
+
+def default_root() -> Path:
+    """The root the environment asks for, writable or not."""
+    if os.environ.get(ROOT_VARIABLE):
+        return Path(os.environ[ROOT_VARIABLE]).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return (base / "unilab").absolute()  # the same folder for processes started elsewhere (torchrun's ranks)
+
+
+def _writable(folder: Path) -> bool:
+    """Whether files can be created in ``folder`` (made if missing): tried, since permission bits do not tell a
+    read-only mount."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_root(notice: bool = True) -> Path:
+    """The cache root: ``default_root`` when it can be written, else a folder of this user's in the temporary
+    directory (``notice`` says so in one line on stderr; the caches then last only as long as that folder)."""
+    root = default_root()
+    if _writable(root):
+        return root
+    fallback = Path(tempfile.gettempdir()) / f"unilab-cache-{os.getuid()}"
+    _writable(fallback)  # made now, as the root would have been; where even this fails, each library reports it
+    if notice:
+        print(
+            f"unilab: cache directory {root} is not writable; compiled kernels go to {fallback} for this run "
+            f"(set {ROOT_VARIABLE} to a writable folder to keep them)",
+            file=sys.stderr,
+        )
+    return fallback
+
+
+def cache_dirs(root: Path | None = None) -> list[CacheDir]:
+    """Every cache as the environment places it now: the user's own variable where set, else its folder under
+    ``root`` (by default the resolved root). A variable already naming that folder is the commands' own doing (this
+    process's ``configure``, or its parent's), not the user's."""
+    root = resolve_root() if root is None else root
+    found = []
+    for name, (folder, variable) in CACHES.items():
+        ours, own = root / folder, os.environ.get(variable)
+        user_set = bool(own) and Path(own).expanduser() != ours
+        found.append(CacheDir(name, Path(own).expanduser() if user_set else ours, variable, user_set))
+    return found
+
+
+def configure() -> list[CacheDir]:
+    """Point every cache the user did not place at the root, through its library's variable, and switch the graph
+    caches on where the user did not switch them off. Call it before torch or Warp is imported: Warp reads its
+    variable at ``wp.init``, Inductor its switches when its config is imported. Returns the caches as placed."""
+    dirs = cache_dirs(resolve_root())
+    for cache in dirs:
+        if not cache.user_set:
+            os.environ[cache.variable] = str(cache.path)
+    for switch in SWITCHES:
+        os.environ.setdefault(switch, "1")
+    graph_log = logging.getLogger(GRAPH_CACHE_LOGGER)
+    if not any(isinstance(f, CorruptGraphFilter) for f in graph_log.filters):
+        graph_log.addFilter(CorruptGraphFilter())
+    return dirs
+
+
+def notice(message: str) -> None:
+    """A cache's one-line notice on stderr: what was wrong, and that it is being rebuilt."""
+    print(f"unilab: {' '.join(message.split())}", file=sys.stderr, flush=True)
+
+
+# Inductor's FX graph and AOTAutograd caches read a key's entries one by one; one that does not unpickle (a write cut
+# short, a full disk, a damaged copy) is skipped with a logged traceback and the graph compiled again, but the entry
+# stays, and the traceback returns in every later run.
+GRAPH_CACHE_LOGGER = "torch._inductor.codecache"
+GRAPH_CACHE_FAILURE = "unable to load compiled graph"
+
+
+class CorruptGraphFilter(logging.Filter):
+    """Turns Inductor's warning about a local cache entry it could not load into one line, and removes the entry so
+    that the graph compiled in its place is what the next run finds.
+
+    The entry's file is read from the frame that caught the failure (its ``subdir`` and ``path``, in every torch
+    version this package supports). A warning whose entry cannot be found that way, and an in-flight write of
+    another process (a dot file), pass through unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if GRAPH_CACHE_FAILURE not in str(record.msg) or not record.exc_info:
+            return True
+        entry = _failed_entry(record.exc_info[2])
+        if entry is None or entry.name.startswith(".") or _loads(entry):
+            return True
+        try:
+            entry.unlink()
+        except OSError:
+            return True
+        error = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        notice(f"removed a corrupt compiled-graph cache entry {entry} ({error}); compiling again")
+        return False
+
+
+def _loads(entry: Path) -> bool:
+    """Whether ``entry`` unpickles now, as Inductor reads it: if it does, the failure was not this file's (a remote
+    cache's, say, logged from the same frame after the local entries), and the entry stays."""
+    try:
+        pickle.loads(entry.read_bytes())
+    except Exception:  # whatever Inductor's reader failed on: a short file, a foreign pickle, a missing class
+        return False
+    return True
+
+
+def _failed_entry(trace: TracebackType | None) -> Path | None:
+    """The cache file whose load raised, from the locals of the frame that caught it."""
+    if trace is None:
+        return None
+    names = trace.tb_frame.f_locals
+    folder, name = names.get("subdir"), names.get("path")
+    if not (isinstance(folder, str) and isinstance(name, str)):
+        return None
+    entry = Path(folder) / name
+    return entry if entry.is_file() else None
+
+
+# Warp compiles a module into ``<module>_p<pid>_t<thread>`` beside the cache entry, then renames it into place.
+WARP_BUILD_DIR = re.compile(r"_p\d+_t\d+$")
+
+
+def drop_corrupt_warp_modules(kernel_cache: Path) -> list[Path]:
+    """Remove every module of Warp's kernel cache (``wp.config.kernel_cache_dir`` once Warp is initialised) whose
+    files cannot be what Warp wrote, with a line each; Warp compiles a missing module again. Warp itself fails the
+    first launch of such a module ("Failed to load CPU module", a JSON error on its ``.meta``) and leaves it there."""
+    removed = []
+    for module in sorted(kernel_cache.glob("wp_*")):
+        in_flight = WARP_BUILD_DIR.search(module.name)  # another process compiling; Warp renames it when done
+        problem = _warp_module_problem(module) if module.is_dir() and not in_flight else None
+        if problem is None:
+            continue
+        shutil.rmtree(module, ignore_errors=True)
+        notice(f"removed a corrupt Warp kernel cache entry {module} ({problem}); compiling it again")
+        removed.append(module)
+    return removed
+
+
+def _warp_module_problem(module: Path) -> str | None:
+    """What is wrong with one cached Warp module, or None: its ``.meta`` files must be JSON, its binaries (``.o``
+    on the CPU, ``.cubin`` on a GPU: ELF files) whole, its PTX not empty."""
+    for path in module.iterdir():
+        try:
+            if path.suffix == ".meta":
+                json.loads(path.read_bytes())
+            elif path.suffix in (".o", ".cubin"):
+                problem = _elf_problem(path.read_bytes())
+                if problem is not None:
+                    return f"{path.name}: {problem}"
+            elif path.suffix == ".ptx" and path.stat().st_size == 0:
+                return f"{path.name}: empty"
+        except (OSError, ValueError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            return f"{path.name}: {type(error).__name__}"
+    return None
+
+
+def _elf_problem(data: bytes) -> str | None:
+    """Why ``data`` is not a whole 64-bit little-endian ELF file (what Warp's compilers write), or None: the header's
+    section table must lie inside the file, which a write cut short breaks."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return "not an ELF object"
+    section_table, entry_size, entries = struct.unpack_from("<Q", data, 0x28)[0], *struct.unpack_from("<HH", data, 0x3A)
+    if section_table + entry_size * entries > len(data):
+        return f"cut short at {len(data)} bytes"
+    return None
+
+
+def size_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (links not followed; files vanishing meanwhile skipped)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def clear(cache: CacheDir) -> int:
+    """Remove ``cache``'s folder; returns the bytes it held. Only the folder itself goes, never its parent."""
+    held = size_bytes(cache.path)
+    shutil.rmtree(cache.path, ignore_errors=True)
+    return held

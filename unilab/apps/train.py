@@ -88,7 +88,7 @@ def overrides_help(cfg: TrainConfig) -> str:
         f, value = leaves[key]
         return f"  {key:<28} {value!s:<16} {f.metadata.get('help', '')}".rstrip()
 
-    algo_keys = [key for key in leaves if key.startswith("algo.") and key not in MAIN_KEYS]
+    algo_keys = [key for key in leaves if key.startswith("algo.") and key not in (*MAIN_KEYS, "algo.name")]
     return "\n".join(
         [
             "overrides: key=value, e.g. algo.num_envs=2048 training.no_play=true algo.actor_hidden=[256,128]",
@@ -97,7 +97,7 @@ def overrides_help(cfg: TrainConfig) -> str:
             f"(on this machine, {'with' if cuda_available() else 'without'} CUDA; --algo/--task/--sim pick others):",
             *[row(key) for key in MAIN_KEYS if key in leaves],
             "",
-            f"{cfg.algo.name}'s other settings ({cfg.algo.summary}):",
+            f"{cfg.algo.name}'s other settings:",
             *[row(key) for key in algo_keys],
             "",
             "every key that applies: train --cfg (with the same --algo/--task/--sim)",

@@ -13,14 +13,14 @@ import itertools
 import json
 from pathlib import Path
 
-from torchrl_ext.learners import LEARNERS
+from unilab.train.registry import ALGORITHMS
 
 ROOT = Path(__file__).resolve().parents[1]
 COVERAGE = ROOT / "docs" / "dev" / "coverage.json"
 RESULTS = ROOT / "docs" / "dev" / "h200_results.json"
 OUTPUT = ROOT / "docs" / "support_matrix.md"
 SIMS = ("mujoco", "mjwarp")
-ALGOS = tuple(LEARNERS)  # every registered algorithm gets its rows
+ALGOS = tuple(ALGORITHMS)  # every registered algorithm gets its rows
 TASKS = ("g1_walk_flat", "g1_motion_tracking", "g1_walk_rough", "go1_walk_flat", "go1_walk_rough")
 HEADER = """# Support matrix
 

@@ -6,10 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_train import TINY
+from test_train import TINY, for_algo
 
-from torchrl_ext.learners import UPDATE_PHASES
-from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps.attribution import (
     HostRange,
     Kernel,
@@ -26,6 +24,7 @@ from unilab.apps.attribution import (
 from unilab.apps.bench import main as bench_main
 from unilab.apps.compose import compose_config
 from unilab.tasks.registry import make_functional_env
+from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
 
 WARP_STAGES = {"_solve_done__locals__kernel_0f0f0f0f_cuda_kernel_forward": "physics: solver"}
 
@@ -150,7 +149,7 @@ def test_each_kernel_is_dated_by_the_host_op_that_queued_it_and_the_unclaimed_ke
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_an_update_block_shows_each_phase_as_often_as_it_runs(algo: str) -> None:
-    cfg = compose_config([f"algo={algo}", "task=g1_walk_flat", "sim=mujoco", *TINY])
+    cfg = compose_config([f"algo={algo}", "task=g1_walk_flat", "sim=mujoco", *for_algo(algo, TINY)])
     trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg.algo)
     while not trainer.ready:
         trainer.collect()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train import for_algo
 
 from unilab.apps import bench
 
@@ -19,7 +20,7 @@ def test_train_bench_reports_every_run_and_counts_failures(
     workload: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     args = ["train", "--workloads", workload, "--repeats", "1", "--sim", "mujoco", "--log-root", str(tmp_path)]
-    bench.main([*args, *TINY])
+    bench.main([*args, *for_algo(workload, TINY)])  # every override applies to every run: each its algorithm's
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     run, summary = lines
     assert run["status"] == "completed" and run["returncode"] == 0

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from test_train import tiny
 
-from unilab.apps.config import RANGES, TrainConfig
+from unilab.apps.config import schema, settings_fields
 from unilab.apps.train import main
+from unilab.train.registry import ALGORITHMS
 
 
 def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
@@ -29,7 +30,7 @@ def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
         (["algo.alpha_init=1e300"], "algo.alpha_init must be in (0, 100]"),
         (["algo.v_min=-1e308", "algo.v_max=1e308"], "algo.v_min must be in [-1000000, 1000000]"),
         (["algo=flashsac", "task=g1_motion_tracking", "algo.target_sigma=1e300"], "algo.target_sigma must be in"),
-        (["algo.noise_max_span=4611686018427387904"], "algo.noise_max_span must be in [1, 10000]"),
+        (["algo=flashsac", "algo.noise_max_span=4611686018427387904"], "algo.noise_max_span must be in [1, 10000]"),
         (["training.dist_timeout_s=1e300"], "training.dist_timeout_s must be in (0, 86400]"),
         (["task=g1_motion_tracking", "task.failure_look_back=1000000000"], "task.failure_look_back must be in"),
         (["training.play_envs=1000000"], "training.play_envs must be in [1, 64]"),
@@ -42,18 +43,24 @@ def test_an_absurd_value_is_refused_in_one_line(capsys: pytest.CaptureFixture, o
     assert message in _refused(capsys, ["--cfg", "sim=mujoco", *overrides])
 
 
-def test_every_numeric_key_of_the_schema_has_a_range() -> None:
-    """A new numeric key without a range would let a finite but absurd value through again."""
-    from unilab.apps.config import _fields
-
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
+def test_every_numeric_key_of_the_schema_has_a_range(algo: str) -> None:
+    """A new numeric key (or list of sizes) without a range would let a finite but absurd value through again."""
     numeric = {
         key
-        for key, value in _fields(TrainConfig())
-        if (isinstance(value, int | float) and not isinstance(value, bool)) or value is None
+        for key, _, value in settings_fields(schema(algo))
+        if (isinstance(value, int | float | list) and not isinstance(value, bool)) or value is None
     }
-    exempt = {"algo.target_entropy_ratio"}  # its own rule, in terms of the action space
+    ranged = {key for key, f, _ in settings_fields(schema(algo)) if f.metadata.get("bounds") is not None}
     nullable_text = {"training.device", "training.log_dir", "algo.resume", "task.motion_file"}
-    assert numeric - set(RANGES) - exempt - nullable_text == set()
+    assert numeric - ranged - nullable_text == set()
+
+
+@pytest.mark.parametrize("algo", list(ALGORITHMS))
+def test_every_key_has_a_line_of_help(algo: str) -> None:
+    """``train --help`` prints each setting with its help: a key without one would show a blank."""
+    leaves = settings_fields(schema(algo))
+    assert [key for key, f, _ in leaves if key != "task.knobs" and not f.metadata.get("help")] == []
 
 
 def test_networks_too_large_for_memory_are_refused_before_any_work(tmp_path: Path, capsys) -> None:

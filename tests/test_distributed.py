@@ -20,12 +20,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from tests.test_train import TINY
+from tests.test_train import TINY, for_algo
 from torchrl_ext.distributed import World, digest
-from torchrl_ext.seeding import derive_seed, rank_seed
-from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps.compose import compose_config, task_overrides
 from unilab.tasks.registry import make_functional_env
+from unilab.train.off_policy import OffPolicyTrainer
+from unilab.train.seeding import derive_seed, rank_seed
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = [*TINY, "sim=mujoco", "training.export_onnx=false"]
@@ -124,7 +124,13 @@ def test_two_ppo_ranks_under_torchrun_take_the_same_steps(tmp_path: Path) -> Non
     ranks with different rollouts end with the same weights and learning rate."""
     run_dir = tmp_path / "run"
     ppo = ["algo=ppo", "algo.num_steps_per_env=4", "algo.num_learning_epochs=2", "algo.num_mini_batches=2"]
-    overrides = [*SIZES, *ppo, "algo.max_iterations=4", "algo.save_interval=4", f"training.log_dir={run_dir}"]
+    overrides = [
+        *for_algo("ppo", SIZES),
+        *ppo,
+        "algo.max_iterations=4",
+        "algo.save_interval=4",
+        f"training.log_dir={run_dir}",
+    ]
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     done = subprocess.run(
         [*launcher, "scripts/train.py", *overrides], cwd=REPO, capture_output=True, text=True, timeout=150

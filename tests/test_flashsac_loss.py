@@ -11,7 +11,6 @@ import torch
 from tensordict import TensorDict
 from torch import Tensor, nn
 
-from torchrl_ext.config import AlgoConfig
 from torchrl_ext.flashsac import (
     FLASH_LOG_STD_MAX,
     FLASH_LOG_STD_MIN,
@@ -29,8 +28,7 @@ from torchrl_ext.flashsac import (
     truncated_zipf_cdf,
     zipf_spans,
 )
-from torchrl_ext.learners import LEARNERS, FlashSACLearner, SACLearner
-from unilab.core.spec import EnvSpec
+from unilab.train.registry import ALGORITHMS
 
 OBS, CRITIC_OBS, ACT, BATCH = 10, 13, 4, 64
 ATOMS, V_MIN, V_MAX = 21, -5.0, 5.0
@@ -518,18 +516,5 @@ def test_actor_sees_the_critic_on_running_statistics() -> None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option", ["use_symmetry", "obs_normalization"])
-def test_the_learner_refuses_sac_options_in_one_line_before_any_work(option: str) -> None:
-    cfg = AlgoConfig(name="flashsac", **{"obs_normalization": False, option: True})
-    message = r"^algo\.use_symmetry and algo\.obs_normalization must be false with algo=flashsac$"
-    with pytest.raises(ValueError, match=message):
-        FlashSACLearner.check_config(cfg)
-    spec = EnvSpec(2, ACT, {"policy": OBS, "critic": CRITIC_OBS}, torch.device("cpu"), {}, (), False)
-    with pytest.raises(ValueError, match=message):
-        FlashSACLearner(spec, cfg)
-    SACLearner.check_config(cfg)  # SAC's own options
-    FlashSACLearner.check_config(AlgoConfig(name="flashsac", obs_normalization=False))
-
-
 def test_every_algorithm_has_a_one_line_summary() -> None:
-    assert all(learner.summary and "\n" not in learner.summary for learner in LEARNERS.values())
+    assert all(settings.summary and "\n" not in settings.summary for settings in ALGORITHMS.values())

@@ -15,14 +15,14 @@ from tensordict import TensorDict
 from torchrl.objectives import ClipPPOLoss
 from torchrl.objectives.value.functional import generalized_advantage_estimate
 
-from torchrl_ext.config import AlgoConfig
-from torchrl_ext.onpolicy import rollout_buffer
 from torchrl_ext.ppo import CapturableClipPPOLoss, gaussian_kl, policy_operator, value_operator
-from torchrl_ext.ppo_learner import PPOLearner
 from unilab.apps.compose import compose_config
 from unilab.apps.policy import checkpoint_policy
 from unilab.apps.train import run
 from unilab.core.spec import EnvSpec
+from unilab.train.on_policy import rollout_buffer
+from unilab.train.ppo.config import PPOConfig
+from unilab.train.ppo.learner import PPOLearner
 
 STEPS, ENVS, OBS, CRITIC_OBS, ACT = 6, 5, 7, 9, 3
 SMALL = dict(num_envs=ENVS, num_steps_per_env=STEPS, num_mini_batches=3, actor_hidden=[16], critic_hidden=[16])
@@ -48,9 +48,7 @@ def make_spec() -> EnvSpec:
 
 
 def make_learner(**overrides: object) -> PPOLearner:
-    return PPOLearner(
-        make_spec(), AlgoConfig(**{"name": "ppo", "amp": False, "overlap_updates": False, **SMALL, **overrides})
-    )
+    return PPOLearner(make_spec(), PPOConfig(**{**SMALL, **overrides}))
 
 
 def make_rollout(seed: int = 0) -> TensorDict:
@@ -188,7 +186,6 @@ def test_a_loaded_learner_continues_with_the_saved_rate_in_the_tensor_its_optimi
             "algo.num_mini_batches=3 must divide the rollout's algo.num_envs * algo.num_steps_per_env = 32 rows",
         ),
         ("algo.lr_schedule=cosine", "algo.lr_schedule must be one of adaptive, fixed, got 'cosine'"),
-        ("algo.overlap_updates=true", "algo.overlap_updates must be false with algo=ppo"),
     ],
 )
 def test_bad_ppo_config_is_one_line_before_any_work(override: str, message: str) -> None:
@@ -229,7 +226,7 @@ def test_three_ppo_iterations_write_a_complete_run_that_resumes(tmp_path: Path, 
 
 
 def test_a_stop_signal_ends_a_ppo_run_with_a_final_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchrl_ext.onpolicy import OnPolicyTrainer
+    from unilab.train.on_policy import OnPolicyTrainer
 
     update, calls = OnPolicyTrainer.update, []
 
@@ -256,7 +253,7 @@ def test_captured_update_equals_the_eager_one_on_cuda() -> None:
     from unilab.core.cuda_graphs import record, warm_up
 
     spec = EnvSpec(ENVS, ACT, {"policy": OBS, "critic": CRITIC_OBS}, torch.device("cuda"), {}, (), True)
-    cfg = AlgoConfig(name="ppo", amp=False, overlap_updates=False, compile=False, **SMALL)
+    cfg = PPOConfig(compile=False, **SMALL)
     eager, captured = PPOLearner(spec, cfg), PPOLearner(spec, cfg)
     rollouts = [make_rollout(seed).to("cuda") for seed in (1, 2)]
     for rollout in rollouts:
@@ -278,8 +275,8 @@ def test_captured_update_equals_the_eager_one_on_cuda() -> None:
 def test_ppo_on_cuda_records_the_rollout_and_the_update_as_two_graphs(tmp_path: Path) -> None:
     """The canonical path at a small size: compiled, captured, trained end to end; the rollout graph then keeps
     filling the buffer and the update graph keeps moving the weights."""
-    from torchrl_ext.onpolicy import OnPolicyTrainer
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.on_policy import OnPolicyTrainer
 
     sizes = ["algo=ppo", "sim=mjwarp", "algo.num_envs=256", "algo.max_iterations=5", "training.progress=false"]
     summary = run(compose_config([*sizes, "training.no_play=true", f"training.log_dir={tmp_path / 'run'}"]))

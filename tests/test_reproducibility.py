@@ -9,7 +9,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.test_train import TINY
+from tests.test_train import TINY, for_algo
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
 
@@ -26,7 +26,8 @@ SMALL_FLASHSAC = ("algo.actor_width=32", "algo.critic_width=32", "algo.actor_blo
 
 
 def train(directory: Path, *overrides: str) -> Path:
-    run(compose_config([*SIZES, f"training.log_dir={directory}", *overrides]))
+    algo = next((o.split("=", 1)[1] for o in overrides if o.startswith("algo=")), "sac")
+    run(compose_config([*for_algo(algo, SIZES), f"training.log_dir={directory}", *overrides]))
     return directory
 
 

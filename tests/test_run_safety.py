@@ -17,7 +17,6 @@ import pytest
 import torch
 from test_train import SMALL_CUDA_RUN, tiny
 
-from torchrl_ext.trainer import OffPolicyTrainer
 from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint
@@ -26,6 +25,7 @@ from unilab.apps.run_dir import RunLock
 from unilab.apps.train import main, run
 from unilab.motion import DEFAULT_MOTION
 from unilab.sim.base import SimBackend
+from unilab.train.off_policy import OffPolicyTrainer
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = ["training.export_onnx=false"]
@@ -362,7 +362,7 @@ def sac_walk_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_checkpoint_for_another_config_is_named_as_such_before_any_work(
     tmp_path: Path, sac_walk_checkpoint: Path, overrides: list[str], expected: str, capsys
 ) -> None:
-    argv = [*tiny(tmp_path, "mujoco", "algo.max_iterations=4", *QUIET), *overrides]
+    argv = tiny(tmp_path, "mujoco", "algo.max_iterations=4", *QUIET, *overrides)
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, f"algo.resume={sac_walk_checkpoint}"])
     err = _one_line_error(capsys, exit_info)

@@ -25,6 +25,8 @@ def test_keys_from_another_version_are_left_out(tiny_run: Path, tmp_path: Path) 
     def newer(config: dict) -> None:
         config["algo"]["a_later_setting"] = 3
         config["a_later_group"] = {"x": 1}
+        # An earlier version kept every algorithm's settings in one flat ``algo``: FlashSAC's and PPO's in SAC's run.
+        config["algo"].update(target_sigma=0.15, num_steps_per_env=24, overlap_updates=True)
 
     result = eval_cli.main(["--checkpoint", str(_edited(tiny_run, tmp_path, newer)), *FAST])
     assert result["iteration"] == 3 and result["task"] == "g1_walk_flat"

@@ -60,22 +60,32 @@ def test_the_declared_tasks_are_the_registry_s_with_their_sizes() -> None:
         assert sizes == (env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim), name
 
 
-def test_the_declared_algorithms_and_backends_are_the_real_ones() -> None:
-    import dataclasses
-
-    from torchrl_ext.config import AlgoConfig
-    from torchrl_ext.learners import LEARNERS
+def test_the_declared_backends_are_the_real_ones() -> None:
     from unilab.sim import BACKENDS, default_backend
     from unilab.tasks.registry import ENTRY_POINT_GROUP
 
-    assert {name: learner.summary for name, learner in LEARNERS.items()} == catalog.ALGORITHMS
     assert catalog.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
     assert catalog.ENTRY_POINT_GROUP == ENTRY_POINT_GROUP
-    fields = {f.name for f in dataclasses.fields(AlgoConfig)}
-    assert set(catalog.OWN_ALGO_KEYS) <= set(LEARNERS)
-    assert tuple(name for name, learner in LEARNERS.items() if learner.on_policy) == catalog.ON_POLICY
-    assert set(catalog.OFF_POLICY_KEYS) <= fields
-    assert all(set(keys) <= fields for keys in catalog.OWN_ALGO_KEYS.values())
+
+
+def test_every_algorithm_s_settings_name_a_learner_of_their_loop() -> None:
+    """An algorithm's settings class is read without torch; the learner it names runs in the loop its ``on_policy``
+    picks, and the one figure the settings restate (the actor's narrowest log-std, for the entropy range) is the
+    actor's."""
+    from torchrl_ext.networks import LOG_STD_MIN
+    from unilab.train.learner import Learner
+    from unilab.train.off_policy import OffPolicyLearner
+    from unilab.train.registry import ALGORITHMS
+    from unilab.train.sac.config import ACTOR_LOG_STD_MIN
+
+    for name, settings in ALGORITHMS.items():
+        learner = settings.learner()
+        assert settings().name == name and settings.summary
+        assert issubclass(learner, OffPolicyLearner) != settings.on_policy, name
+        assert all(
+            callable(getattr(learner, method, None)) for method in Learner.__dict__ if not method.startswith("_")
+        )
+    assert ACTOR_LOG_STD_MIN == LOG_STD_MIN
 
 
 def test_printed_commands_work_without_an_activated_venv(monkeypatch) -> None:

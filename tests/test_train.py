@@ -42,8 +42,22 @@ SMALL_CUDA_RUN = [
 ]
 
 
+def for_algo(algo: str, overrides: list[str]) -> list[str]:
+    """``overrides`` less the ``algo.*`` keys ``algo`` lacks (TINY's replay and network sizes are SAC's); all of
+    them for an algorithm there is none of (which the run refuses)."""
+    from unilab.apps.compose import schema_keys
+    from unilab.train.registry import ALGORITHMS
+
+    if algo not in ALGORITHMS:
+        return overrides
+    keys = set(schema_keys(algo))
+    return [o for o in overrides if not o.startswith("algo.") or o.split("=", 1)[0] in keys]
+
+
 def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
-    return [f"sim={sim}", *TINY, f"training.log_dir={tmp_path / 'run'}", *extra]
+    """TINY's sizes for a run on ``sim``, those of its algorithm only when ``extra`` picks one (``algo=ppo``)."""
+    algo = next((e.split("=", 1)[1] for e in extra if e.startswith("algo=")), "sac")
+    return [f"sim={sim}", *for_algo(algo, TINY), f"training.log_dir={tmp_path / 'run'}", *extra]
 
 
 def test_start_up_opens_with_the_imports_then_the_config() -> None:
@@ -151,7 +165,7 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
 
 
 def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.train.off_policy import OffPolicyTrainer
 
     update, calls = OffPolicyTrainer.update, []
 
@@ -251,13 +265,16 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.actor_hidden=[]", "algo.actor_hidden must be a list of 1 to 64 sizes in [1, 65536], got []"),
         ("algo.critic_hidden=[64,0]", "algo.critic_hidden must be a list of 1 to 64 sizes in [1, 65536], got [64, 0]"),
         ("algo=flashsac algo.noise_max_span=0", "algo.noise_max_span must be in [1, 10000]"),
-        ("algo=flashsac algo.obs_normalization=true", "must be false with algo=flashsac"),
+        ("algo=flashsac algo.obs_normalization=true", "algo.obs_normalization is a setting of sac and ppo only"),
+        ("algo=ppo algo.overlap_updates=true", "algo.overlap_updates is a setting of sac and flashsac only"),
+        ("algo.target_sigma=0.2", "algo.target_sigma is a setting of flashsac only (--algo flashsac picks it)"),
+        ("algo.name=ppo", "algo.name=ppo does not choose the algorithm: give algo=ppo (or --algo ppo)"),
         ("training.log_dir=''", "training.log_dir must be a non-empty string, got ''"),
         ("algo.resume=''", "algo.resume must be a non-empty string, got ''"),
         ("training.keep_checkpoints=-1", "training.keep_checkpoints must be in [0, 2147483648] (0 keeps all), got -1"),
         ("algo.weight_decay=-0.1", "algo.weight_decay must be in [0, 1], got -0.1"),
-        ("algo.target_entropy_ratio=5", "algo.target_entropy_ratio must be in (-log 2, 3.58] = (-0.693, 3.58]"),
-        ("algo.target_entropy_ratio=-0.7", "algo.target_entropy_ratio must be in (-log 2, 3.58]"),
+        ("algo.target_entropy_ratio=5", "algo.target_entropy_ratio must be in (-0.693147, 3.58106] (SAC aims at"),
+        ("algo.target_entropy_ratio=-0.7", "algo.target_entropy_ratio must be in (-0.693147, 3.58106]"),
         ("task=g1_motion_tracking task.motion_file=/no/such/clip.npz", "/no/such/clip.npz: motion file not found"),
         ("task=g1_motion_tracking task.motion_file=/", "task.motion_file=/: motion directory holds no .npz clip"),
         (
@@ -271,7 +288,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
 )
 def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, message: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main([*tiny(tmp_path, "mujoco"), *override.split()])
+        main(tiny(tmp_path, "mujoco", *override.split()))
     assert exit_info.value.code == 2  # a usage error, reported in one line
     err = capsys.readouterr().err
     assert message in err and len(err.splitlines()) == 1
@@ -279,10 +296,12 @@ def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, 
 
 
 def test_every_boolean_field_takes_only_true_or_false() -> None:
-    from unilab.apps.config import TrainConfig, _fields, bool_keys
+    from unilab.apps.config import bool_keys, schema, settings_fields
 
-    assert bool_keys() == [key for key, value in _fields(TrainConfig()) if isinstance(value, bool)]
-    assert {"algo.use_symmetry", "task.obs_noise", "training.no_play"} <= set(bool_keys())
+    for algo in ("sac", "flashsac", "ppo"):
+        fields = settings_fields(schema(algo))
+        assert bool_keys(schema(algo)) == [key for key, _, value in fields if isinstance(value, bool)]
+    assert {"algo.use_symmetry", "task.obs_noise", "training.no_play"} <= set(bool_keys(schema("sac")))
     cfg = compose_config(["sim=mujoco", "algo.use_symmetry=false", "training.no_play=True", "task.obs_noise=FALSE"])
     assert (cfg.algo.use_symmetry, cfg.training.no_play, cfg.task.obs_noise) == (False, True, False)
 
@@ -366,8 +385,8 @@ def test_cli_flags_and_overrides_agree(tmp_path: Path) -> None:
 
 
 def test_replay_samples_only_written_rows() -> None:
-    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import OffPolicyTrainer
 
     cfg = compose_config(["sim=mujoco", "algo.num_envs=4", "algo.batch_size=16", "algo.replay_buffer_n=8"]).algo
     trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4), cfg)
@@ -386,8 +405,8 @@ def test_replay_samples_only_written_rows() -> None:
 
 @pytest.mark.parametrize("overlap", [True, False])
 def test_acting_policy_lags_the_update_block_by_one_iteration_only_with_overlap(overlap: bool) -> None:
-    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import OffPolicyTrainer
 
     small = ["algo.batch_size=16", "algo.replay_buffer_n=8", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]"]
     cfg = compose_config(["sim=mujoco", "algo.num_envs=4", *small, f"algo.overlap_updates={overlap}"]).algo
@@ -406,9 +425,9 @@ def test_acting_policy_lags_the_update_block_by_one_iteration_only_with_overlap(
 
 
 def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> None:
-    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.envs.runner import NonFiniteActionError
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import OffPolicyTrainer
 
     small = ["algo.batch_size=16", "algo.replay_buffer_n=8", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]"]
     cfg = compose_config(["sim=mujoco", "algo.num_envs=4", *small]).algo
@@ -454,8 +473,8 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
 @pytest.mark.gpu
 def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -> None:
     """On CUDA the copies race the next env step (own stream) and the next update replay (static outputs)."""
-    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import OffPolicyTrainer
 
     sizes = ["algo.num_envs=256", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
     cfg = compose_config(["sim=mjwarp", *sizes, "algo.compile=false", "algo.overlap_updates=true"]).algo
@@ -571,7 +590,9 @@ def test_train_help_shows_the_override_syntax_and_cfg_prints_the_config(tmp_path
     with pytest.raises(SystemExit):  # the defaults shown are the run's: the mujoco profile's sizes, not the schema's
         main(["--help", "--sim", "mujoco"])
     text = capsys.readouterr().out
-    assert "--sim mujoco" in text and "algo.num_envs                16\n" in text and "task.motion_file" not in text
+    assert "--sim mujoco" in text and "task.motion_file" not in text
+    assert "\n  algo.num_envs                16               envs stepped together on each rank\n" in text
+    assert "\n  algo.batch_size              512              transitions per minibatch\n" in text  # SAC's own
     for spelling in (["--cfg"], ["--cfg", "job"]):
         main([*spelling, "sim=mujoco", "algo.num_envs=8", f"training.log_dir={tmp_path / 'run'}"])
         printed = capsys.readouterr().out
@@ -653,7 +674,7 @@ def test_a_logger_that_cannot_run_is_refused_before_any_work(tmp_path: Path, cap
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
 def test_a_long_run_holds_its_open_files_and_memory_flat(tmp_path: Path, monkeypatch) -> None:
     """Log points, checkpoints and their pruning every few iterations: what a run holds stops growing."""
-    from torchrl_ext.trainer import OffPolicyTrainer
+    from unilab.train.off_policy import OffPolicyTrainer
 
     def held() -> tuple[int, int]:
         status = Path("/proc/self/status").read_text().splitlines()

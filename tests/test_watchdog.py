@@ -42,7 +42,7 @@ def test_watchdog_fires_only_once_armed_and_starved(tmp_path: Path) -> None:
 # The 12th update blocks forever, as an update replay on a wedged GPU would.
 STALLING_RUN = """
 import sys, threading
-from torchrl_ext.trainer import OffPolicyTrainer
+from unilab.train.off_policy import OffPolicyTrainer
 from unilab.apps.train import main
 update = OffPolicyTrainer.update
 def stalling_update(self):
@@ -75,7 +75,7 @@ def test_a_stalled_run_ends_with_an_error_and_keeps_what_it_saved(tmp_path: Path
 # The 4th update dereferences a null pointer, as a crash inside a native library would.
 CRASHING_RUN = """
 import ctypes, sys
-from torchrl_ext.trainer import OffPolicyTrainer
+from unilab.train.off_policy import OffPolicyTrainer
 from unilab.apps.train import main
 update = OffPolicyTrainer.update
 def crashing_update(self):

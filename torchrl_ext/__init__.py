@@ -1,5 +1,6 @@
-"""TorchRL extensions for unilab: SAC-family losses, PPO on TorchRL's loss and GAE, networks and the trainers, for
-batched, graph-captured training."""
+"""TorchRL extensions for batched, graph-captured training: SAC-family losses, PPO on TorchRL's loss and GAE,
+networks, a device replay buffer, data-parallel collectives and ONNX export. Nothing here imports unilab, so any
+TorchRL user can take these pieces; the loops that drive them are ``unilab.train``'s."""
 
 from torchrl_ext.flashsac import FlashSACLoss
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm

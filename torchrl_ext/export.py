@@ -10,9 +10,11 @@ included. Its deprecation warnings are silenced because the choice is deliberate
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +22,6 @@ import onnx
 import onnxruntime as ort
 import torch
 from torch import nn
-
-from unilab.core.files import replacing
 
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
@@ -105,7 +105,7 @@ def export_policy_onnx(
     interrupted export never replaces a previously good policy file.
     """
     module = _cpu_eval_copy(policy)
-    with replacing(Path(path)) as tmp:
+    with _replacing(Path(path)) as tmp:
         _write_onnx(module, obs_dim, tmp, opset)
         if metadata:
             _add_metadata(tmp, metadata)
@@ -114,3 +114,18 @@ def export_policy_onnx(
         if not max_diff <= CHECK_ATOL:
             raise RuntimeError(f"ONNX export differs from torch by {max_diff:.3g} (tolerance {CHECK_ATOL:g})")
     return max_diff
+
+
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A sibling of ``path`` to write, flushed to disk and renamed over ``path`` when the block completes; removed on
+    any error, so ``path`` holds the old file or the complete new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

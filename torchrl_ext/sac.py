@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
@@ -22,7 +22,14 @@ from torchrl.objectives import LossModule
 
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
-from unilab.core.spec import Mirror, reflect
+
+
+class Reflection(Protocol):
+    """A left-right mirror of a vector, ``mirrored[..., i] = x[..., index[i]] * sign[i]``: what the loss reads of the
+    maps it is given (an env's mirror type serves as it is)."""
+
+    index: Sequence[int]
+    sign: Sequence[float]
 
 
 def target_entropy_from_ratio(action_dim: int, ratio: float) -> float:
@@ -56,9 +63,9 @@ def project_distribution(atoms: Tensor, probs: Tensor, v_min: float, v_max: floa
 class Symmetry:
     """The reflections of the three spaces the loss augments; they must describe the same physical mirror."""
 
-    observation: Mirror
-    critic_observation: Mirror
-    action: Mirror
+    observation: Reflection
+    critic_observation: Reflection
+    action: Reflection
 
 
 class Transition(NamedTuple):
@@ -217,15 +224,15 @@ class SACLoss(SoftActorCriticLoss):
     def _register_mirror(self, mirror: Symmetry) -> None:
         # Buffers rather than plain attributes, so ``.to(device)`` on the loss moves the maps too.
         for field in dataclasses.fields(Symmetry):
-            reflection: Mirror = getattr(mirror, field.name)
+            reflection: Reflection = getattr(mirror, field.name)
             self.register_buffer(f"_mirror_{field.name}_perm", torch.tensor(reflection.index), persistent=False)
             self.register_buffer(f"_mirror_{field.name}_sign", torch.tensor(reflection.sign), persistent=False)
 
     def mirror(self, space: str) -> Callable[[Tensor], Tensor]:
-        """The reflection of ``space`` ("observation", "critic_observation" or "action"), ``reflect`` with the maps
-        this loss holds on its device."""
+        """The reflection of ``space`` ("observation", "critic_observation" or "action") with the maps this loss holds
+        on its device, so that it runs inside a captured CUDA graph (no host data is copied)."""
         perm, sign = getattr(self, f"_mirror_{space}_perm"), getattr(self, f"_mirror_{space}_sign")
-        return lambda x: reflect(x, perm, sign)
+        return lambda x: x.index_select(-1, perm) * sign
 
     def read_transition(self, tensordict: TensorDictBase) -> Transition:
         """Pull a transition out of ``tensordict``, doubled with its mirror image when symmetry is on."""

@@ -333,11 +333,10 @@ def summarize_train(rows: list[dict]) -> list[dict]:
 
 def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
     """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
-    from torchrl_ext.learners import UPDATE_PHASES
-    from torchrl_ext.trainer import OffPolicyTrainer
     from unilab.apps.attribution import phase_profile, profile_graphs, time_ms
     from unilab.apps.compose import compose_config, task_overrides
     from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
 
     if not torch.cuda.is_available():
         raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")

@@ -14,25 +14,13 @@ from typing import Any
 
 import torch
 
-from unilab.apps.config import TrainConfig
+from unilab.apps.config import TrainConfig, schema
 from unilab.core.files import write_atomic
+from unilab.train.registry import ALGORITHMS
+from unilab.train.settings import shape_keys
 
 CHECKPOINT_PATTERN = re.compile(r"model_(\d+)\.pt")
 REQUIRED_KEYS = ("loss", "optim", "iteration", "env_steps", "config", "train_wall_time_sec", "loop_wall_time_sec")
-# Settings that fix the shapes of what a learner saves; a resume must match them exactly.
-SHAPE_KEYS = {
-    "sac": ("actor_hidden", "critic_hidden", "num_atoms", "obs_normalization"),
-    "flashsac": (
-        "actor_width",
-        "actor_blocks",
-        "critic_width",
-        "critic_blocks",
-        "num_atoms",
-        "reward_normalization",
-        "num_envs",  # the held exploration noise and the reward normaliser are per env
-    ),
-    "ppo": ("actor_hidden", "critic_hidden", "obs_normalization"),
-}
 
 
 class CheckpointError(ValueError):
@@ -120,32 +108,35 @@ def check_compatible(saved: dict[str, Any], cfg: TrainConfig, path: Path) -> Non
     wanted = dataclasses.asdict(cfg)
     saved_algo, saved_task = saved.get("algo", {}), saved.get("task", {})
     same_run_kind = (saved_algo.get("name"), saved_task.get("name")) == (cfg.algo.name, cfg.task.name)
-    keys = [] if not same_run_kind else [k for k in SHAPE_KEYS[cfg.algo.name] if saved_algo.get(k) != wanted["algo"][k]]
+    shapes = shape_keys(type(cfg.algo))  # the settings that fix the shapes of what the learner saved
+    keys = [] if not same_run_kind else [k for k in shapes if saved_algo.get(k) != wanted["algo"][k]]
     if not same_run_kind or keys:
         raise CheckpointError(f"checkpoint {path} is {_describe(saved, keys)}; the config is {_describe(wanted, keys)}")
 
 
 def saved_config(ckpt: dict[str, Any], path: Path) -> TrainConfig:
-    """The config a checkpoint was trained with, read into this version's schema. Keys this version does not know
-    (from another version) are left out: none of them shapes what it loads. A value of the wrong type, or an
+    """The config a checkpoint was trained with, read into this version's schema of its algorithm. Keys this version
+    does not know (from another version, or another algorithm's, which a checkpoint of one flat schema holds) are left
+    out: none of them shapes what it loads. A value of the wrong type, or an
     algorithm this version lacks, is refused in one line naming the file."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from torchrl_ext.learners import LEARNERS
-
-    known = _known(ckpt["config"], dataclasses.asdict(TrainConfig()))
+    algo = ckpt["config"].get("algo", {})
+    name = algo.get("name") if isinstance(algo, dict) else None
+    if name not in ALGORITHMS:
+        raise CheckpointError(
+            f"checkpoint {path} was trained with algo {name!r}, which this version lacks "
+            f"(it has {', '.join(ALGORITHMS)})"
+        )
+    base = schema(name)
+    known = _known(ckpt["config"], dataclasses.asdict(base))
     try:
-        cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), known))
+        cfg: TrainConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(base), known))
     except OmegaConfBaseException as exc:
         where = getattr(exc, "full_key", None) or "its config"
         reason = str(exc).strip().splitlines()[0]
         raise CheckpointError(f"checkpoint {path}: {where} is not one this version reads ({reason})") from None
-    if cfg.algo.name not in LEARNERS:
-        raise CheckpointError(
-            f"checkpoint {path} was trained with algo {cfg.algo.name!r}, which this version lacks "
-            f"(it has {', '.join(LEARNERS)})"
-        )
     return cfg
 
 

@@ -20,10 +20,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-from torchrl_ext.learners import LEARNERS
-from unilab.apps.config import TaskSelection, TrainConfig, check_bools, validate
+from unilab.apps.config import TaskSelection, TrainConfig, check_bools, schema, validate
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, override_names
+from unilab.train.registry import ALGORITHMS
+
+DEFAULT_ALGO = "sac"  # as configs/train.yaml's defaults list chooses it
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
 
@@ -38,12 +40,25 @@ def _group(overrides: list[str], name: str) -> str | None:
     return values[-1] if values else None
 
 
-def store_configs() -> None:
-    """The typed schema as the base of the defaults list (the one source of defaults), every registered task as an
-    option of Hydra's ``task`` group and its per-algorithm tuning files as options of ``tuning``, so the defaults
-    list finds tasks wherever their packages live."""
+def sim_profiles(algo: str) -> dict[str, Path]:
+    """An algorithm's settings on a backend's profile (``<sim>.yaml`` beside its settings module: the sizes a CPU
+    finishes in minutes), by backend. The backend's own profile (``configs/sim/<sim>.yaml``) sets what every
+    algorithm has (envs, iterations); the rest is each algorithm's, since no two share all their keys."""
+    folder = Path(inspect.getfile(ALGORITHMS[algo])).parent
+    return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
+
+
+def store_configs(algo: str) -> None:
+    """The typed schema of a run of ``algo`` as the base of the defaults list (the one source of defaults), every
+    algorithm as an option of Hydra's ``algo`` group with its backend profiles as options of ``profile``, every
+    registered task as an option of its ``task`` group and its per-algorithm tuning files as options of ``tuning``,
+    so the defaults list finds algorithms and tasks wherever their packages live."""
     store = ConfigStore.instance()
-    store.store(name="train_schema", node=TrainConfig)
+    store.store(name="train_schema", node=schema(algo))
+    for name in ALGORITHMS:
+        store.store(group="algo", name=name, node={"name": name})
+        for sim, path in sim_profiles(name).items():
+            store.store(group="profile", name=f"{sim}_{name}", node=OmegaConf.load(path), package="algo")
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
         for algo, path in get_task(name).tuning.items():
@@ -64,37 +79,46 @@ def _leaf_keys(node: object, prefix: str = "") -> list[str]:
 _PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
 
 
-def check_file_bools(choices: dict[str, str | None]) -> None:
+def check_file_bools(choices: dict[str, str | None], node: TrainConfig) -> None:
     """``check_bools`` for the config files a composition chose (Hydra's ``choices``: group -> option), as they are
     written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file of
     the config directory puts its keys under its group unless its ``# @package`` header says else; the task's
-    tuning file puts them under ``algo``, where ``store_configs`` stores it."""
+    tuning file and the algorithm's backend profile put them under ``algo``, where ``store_configs`` stores them."""
     # (file, where its keys go, whether a ``# @package`` header in it decides that instead)
     files = [(CONFIG_DIR / group / f"{option}.yaml", group, True) for group, option in choices.items() if option]
     tuning = get_task(choices["task"]).tuning.get(choices["algo"]) if choices.get("task") else None
     if tuning is not None:
         files.append((Path(tuning), "algo", False))
+    profile = sim_profiles(choices["algo"]).get(choices.get("sim") or "") if choices.get("algo") else None
+    if profile is not None:
+        files.append((profile, "algo", False))
     for path, package, by_header in files:
         if not path.is_file():  # the schema, or a group this project keeps in the ConfigStore
             continue
         text = path.read_text()
         header = _PACKAGE_HEADER.search(text) if by_header else None
         package = header.group(1) if header else package
-        node = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        tree = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
         try:
-            check_bools(_leaves(node, "" if package == "_global_" else package))
+            check_bools(_leaves(tree, "" if package == "_global_" else package), node)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 
 
-def schema_keys() -> list[str]:
-    """Every key a user may set."""
-    return _leaf_keys(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
+def schema_keys(algo: str) -> list[str]:
+    """Every key a user may set on a run of ``algo``."""
+    return _leaf_keys(OmegaConf.to_container(OmegaConf.structured(schema(algo))))
 
 
 def unknown_key_message(key: str) -> str:
+    """One line for a key the chosen algorithm's schema lacks: the algorithms whose setting it is (so not the chosen
+    one's), or the closest key of any."""
     key = key.lstrip("+")
-    close = difflib.get_close_matches(key, schema_keys(), n=1, cutoff=0.8)
+    owners = [name for name in ALGORITHMS if key in schema_keys(name)]
+    if owners:
+        return f"{key} is a setting of {' and '.join(owners)} only (--algo {owners[0]} picks it)"
+    every = sorted({known for name in ALGORITHMS for known in schema_keys(name)})
+    close = difflib.get_close_matches(key, every, n=1, cutoff=0.8)
     return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
 
 
@@ -135,28 +159,30 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     experiment = _group(overrides, "+experiment")
     if experiment is not None and experiment not in experiments():
         raise ValueError(f"unknown experiment {experiment!r}; known experiments: {', '.join(experiments())}")
-    if algo is not None and algo not in LEARNERS:
-        raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(LEARNERS)}")
+    if algo is not None and algo not in ALGORITHMS:
+        raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(ALGORITHMS)}")
+    algo = algo or DEFAULT_ALGO
     if task is not None and task not in list_tasks():
         raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
     if sim in (None, "auto"):
         overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
     elif sim not in BACKENDS:
         raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
-    store_configs()
+    store_configs(algo)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         composed = compose(config_name="train", overrides=overrides, return_hydra_config=True)
     with open_dict(composed):
         choices = OmegaConf.to_container(composed.pop("hydra").runtime.choices)
-    check_file_bools(choices)
+    base = schema(algo)
+    check_file_bools(choices, base)
     leaves = {key for key in _leaf_keys(OmegaConf.to_container(composed)) if not key.startswith("task.knobs.")}
-    unknown = sorted(leaves - set(schema_keys()))  # the knobs a task takes are its own: check_task_keys
+    unknown = sorted(leaves - set(schema_keys(algo)))  # the knobs a task takes are its own: check_task_keys
     if unknown:
         raise ValueError(unknown_key_message(unknown[0]))
     # The values as the user typed them (compose has checked their syntax, and converted them to the schema's types).
     given = OverridesParser.create().parse_overrides(overrides)
-    check_bools((o.key_or_group, o.value()) for o in given if not o.is_delete())
-    typed = OmegaConf.merge(OmegaConf.structured(TrainConfig), composed)
+    check_bools(((o.key_or_group, o.value()) for o in given if not o.is_delete()), base)
+    typed = OmegaConf.merge(OmegaConf.structured(base), composed)
     cfg: TrainConfig = OmegaConf.to_object(typed)
     check_task_keys(cfg)
     validate(cfg)

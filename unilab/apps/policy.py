@@ -76,13 +76,11 @@ def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: st
     Only the actor's weights are loaded: the rest of a learner (FlashSAC's per-env noise and reward normaliser)
     is shaped by the training ``num_envs`` and would not fit an eval with another env count.
     """
-    from torchrl_ext.learners import LEARNERS
-
     # Another task than the one trained on is allowed (a transfer eval), as long as the actor fits it.
     trained_on = cfg.task.name
     other_task = f"the checkpoint was trained on {trained_on} and does not fit {task}" if trained_on != task else None
     try:
-        learner = LEARNERS[cfg.algo.name](env.spec(), cfg.algo)
+        learner = cfg.algo.learner()(env.spec(), cfg.algo)
     except ValueError as exc:
         if other_task is None:
             raise

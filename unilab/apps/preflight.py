@@ -10,7 +10,6 @@ import mujoco
 import torch
 
 from torchrl_ext.distributed import World
-from torchrl_ext.learners import LEARNERS
 from unilab.apps.checkpoint import check_compatible, load_checkpoint
 from unilab.apps.config import TrainConfig
 from unilab.apps.resources import FLOAT_BYTES, check_fits, replay_row_bytes
@@ -62,7 +61,7 @@ def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: Wor
     a = cfg.algo
     row = replay_row_bytes(probe.obs_dims, probe.action_dim)
     sharing = world.local_size if torch.device(device).type == "cpu" else 1
-    if LEARNERS[a.name].on_policy:  # the rollout buffer, and the update's batch built from it, about as large
+    if a.on_policy:  # the rollout buffer, and the update's batch built from it, about as large
         parts = {"rollout": 2 * a.num_steps_per_env * a.num_envs * row * sharing}
         remedy = "lower algo.num_envs, algo.num_steps_per_env or the network sizes"
     else:
@@ -83,7 +82,7 @@ def network_bytes(cfg: TrainConfig, probe: FunctionalEnv) -> int:
     moments), counted on networks built on the meta device, which allocates nothing."""
     spec = dataclasses.replace(probe.spec(), device=torch.device("meta"), num_envs=cfg.algo.num_envs)
     with torch.device("meta"):
-        networks = LEARNERS[cfg.algo.name].networks(spec, cfg.algo)
+        networks = cfg.algo.learner().networks(spec, cfg.algo)
     parameters = sum(p.numel() for net in networks for p in net.parameters())
     return PER_PARAMETER * FLOAT_BYTES * parameters
 

@@ -17,13 +17,14 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from torchrl_ext.distributed import RankLost
 from unilab.apps.args import ArgumentParser, fail, shell_command
-from unilab.apps.catalog import ALGORITHMS, cuda_available, foreign_algo_keys, task_names
+from unilab.apps.catalog import cuda_available, task_names
 from unilab.apps.compose import compose_config, task_knobs, unknown_key_message
-from unilab.apps.config import TrainConfig
+from unilab.apps.config import TrainConfig, settings_fields
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
 from unilab.core.files import DiskFullError
 from unilab.tasks.registry import override_names
+from unilab.train.registry import ALGORITHMS
 
 if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
     from unilab.apps.training_run import TrainingRun
@@ -75,19 +76,29 @@ def next_steps(training: TrainingRun, summary: RunSummary) -> str:
 
 
 def overrides_help(cfg: TrainConfig) -> str:
-    """``train --help``'s epilog: the override syntax and the keys most runs set, with the defaults a run of ``cfg``'s
-    algorithm on this machine gets (schema < algo < task tuning < sim profile: what ``--cfg`` would print)."""
-    tree = OmegaConf.create(applying_config(cfg))
-    missing = object()
-    values = [(key, OmegaConf.select(tree, key, default=missing)) for key in MAIN_KEYS]
-    rows = [f"  {key:<28} {value}" for key, value in values if value is not missing]
+    """``train --help``'s epilog: the override syntax, the keys most runs set and then every setting of ``cfg``'s
+    algorithm, each with its help and the default a run of it on this machine gets (schema < algo < task tuning < sim
+    profile: what ``--cfg`` would print)."""
+    accepted = {f"task.{name}" for name in override_names(cfg.task.name) | {"name"}}
+    leaves = {
+        key: (f, value) for key, f, value in settings_fields(cfg) if not key.startswith("task.") or key in accepted
+    }
+
+    def row(key: str) -> str:
+        f, value = leaves[key]
+        return f"  {key:<28} {value!s:<16} {f.metadata.get('help', '')}".rstrip()
+
+    algo_keys = [key for key in leaves if key.startswith("algo.") and key not in (*MAIN_KEYS, "algo.name")]
     return "\n".join(
         [
             "overrides: key=value, e.g. algo.num_envs=2048 training.no_play=true algo.actor_hidden=[256,128]",
             "",
             f"main keys and their defaults for --algo {cfg.algo.name} --task {cfg.task.name} --sim {cfg.sim.name}",
             f"(on this machine, {'with' if cuda_available() else 'without'} CUDA; --algo/--task/--sim pick others):",
-            *rows,
+            *[row(key) for key in MAIN_KEYS if key in leaves],
+            "",
+            f"{cfg.algo.name}'s other settings:",
+            *[row(key) for key in algo_keys],
             "",
             "every key that applies: train --cfg (with the same --algo/--task/--sim)",
         ]
@@ -95,12 +106,9 @@ def overrides_help(cfg: TrainConfig) -> str:
 
 
 def applying_config(cfg: TrainConfig) -> dict:
-    """``cfg`` as ``train --cfg`` prints it: without the ``algo.*`` keys of other algorithms and the ``task.*`` keys
-    its task does not take (the schema holds every algorithm's and every task's, since both are registries), and
-    with the task's own knobs as ``task.<knob>`` is spelt."""
+    """``cfg`` as ``train --cfg`` prints it: without the ``task.*`` keys its task does not take (the schema holds
+    every task's, since tasks are a registry), and with the task's own knobs as ``task.<knob>`` is spelt."""
     tree = OmegaConf.to_container(OmegaConf.structured(cfg))
-    for key in foreign_algo_keys(cfg.algo.name):
-        tree["algo"].pop(key, None)
     accepted = override_names(cfg.task.name) | {"name"}
     knobs = {knob: cfg.task.knobs.get(knob, default) for knob, default in task_knobs(cfg.task.name).items()}
     tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted} | knobs

@@ -21,10 +21,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from torchrl_ext.bookkeeping import IterationTimer, Lap, LogPoint
 from torchrl_ext.distributed import Vote, World
 from torchrl_ext.export import export_policy_onnx
-from torchrl_ext.trainers import Trainer, make_trainer
 from unilab.apps.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from unilab.apps.compose import task_overrides
 from unilab.apps.config import TrainConfig
@@ -46,9 +44,12 @@ from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, cache_line, process_age_s
 from unilab.apps.watchdog import StallWatchdog
 from unilab.core.cache_dirs import configure
-from unilab.core.files import DiskFullError
+from unilab.core.files import DiskFullError, replacing
 from unilab.envs.functional import FunctionalEnv
 from unilab.tasks.registry import make_functional_env
+from unilab.train.loop import IterationTimer, Lap, LogPoint, Trainer
+from unilab.train.off_policy import OffPolicyTrainer
+from unilab.train.on_policy import OnPolicyTrainer
 
 # The process's age once everything a run needs is imported: the first start-up phase a user waits through.
 IMPORTED_AFTER_S = process_age_s()
@@ -122,7 +123,7 @@ class TrainingRun:
             if world.leader:
                 captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""
                 announce("train", f"building the {cfg.algo.name} trainer{captured}")
-            trainer = make_trainer(env, cfg.algo, world)
+            trainer = (OnPolicyTrainer if cfg.algo.on_policy else OffPolicyTrainer)(env, cfg.algo, world)
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if ckpt is not None:
                 _resume(trainer, ckpt, cfg.algo.resume)
@@ -391,7 +392,8 @@ class TrainingRun:
     def _export(self) -> None:
         metadata = policy_metadata(self.env, self.cfg, self.environment)
         policy_obs = self.env.obs_dims["policy"]
-        export_policy_onnx(self.trainer.loss.actor, policy_obs, self.run_dir / POLICY_FILENAME, metadata=metadata)
+        with replacing(self.run_dir / POLICY_FILENAME) as path:  # a full disk is then named in one line
+            export_policy_onnx(self.trainer.loss.actor, policy_obs, path, metadata=metadata)
 
     def _playback(self, result: RunSummary) -> None:
         """A video of the final policy; a failure is reported in the summary, the run keeps its status."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDict
 
-from torchrl_ext.bookkeeping import TrainerBase, scalar_curricula
-from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
-from torchrl_ext.learners import LEARNERS
-from torchrl_ext.seeding import rank_seed
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.train.loop import Trainer, scalar_curricula
+from unilab.train.ppo.config import PPOConfig
+from unilab.train.seeding import rank_seed
 
 # What a rollout keeps of each transition: the update needs no next policy observation, only the next critic's
 # (the value bootstrap at the end of the rollout and at truncations).
@@ -50,23 +49,22 @@ def rollout_buffer(spec: EnvSpec, steps: int) -> TensorDict:
     )
 
 
-class OnPolicyTrainer(TrainerBase):
-    """Runs the loop for an on-policy learner of ``torchrl_ext.learners`` (``cfg.name``: ppo).
+class OnPolicyTrainer(Trainer):
+    """Runs the loop for any on-policy algorithm's learner (``cfg.learner()``: PPO's).
 
     With several ranks (``world``) each rank collects its own envs' rollout with its own env and action-noise
     seeds; the learner averages gradients, the KL its learning rate follows and the normaliser statistics inside
     the update block, so every rank takes the same steps and the loop is the same on every rank.
     """
 
-    def __init__(self, env: FunctionalEnv, cfg: AlgoConfig, world: World = ALONE) -> None:
-        if cfg.name not in LEARNERS or not LEARNERS[cfg.name].on_policy:
-            on_policy = [name for name, learner in LEARNERS.items() if learner.on_policy]
-            raise ValueError(f"{cfg.name!r} is not an on-policy algo; those are: {', '.join(on_policy)}")
+    def __init__(self, env: FunctionalEnv, cfg: PPOConfig, world: World = ALONE) -> None:
+        if not cfg.on_policy:
+            raise ValueError(f"{cfg.name!r} is an off-policy algo: unilab.train.off_policy.OffPolicyTrainer runs it")
         self.env, self.cfg, self.world = env, cfg, world
         spec = env.spec()
         self.device = spec.device
         torch.manual_seed(rank_seed(cfg.seed, "loss", world.rank))  # nothing should draw from it; pinned anyway
-        self.learner = LEARNERS[cfg.name](spec, cfg, world=world)
+        self.learner = cfg.learner()(spec, cfg, world)
         # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
         world.broadcast_(self.learner.shared_tensors())
         self.capture = spec.graph_capturable
@@ -83,15 +81,6 @@ class OnPolicyTrainer(TrainerBase):
         self.iteration = 0
         self.env_steps = 0
         self._open_book(env.num_envs, spec.reward_terms, scalar_curricula(env))
-
-    @property
-    def graphs(self) -> dict[str, torch.cuda.CUDAGraph]:
-        """The recorded graphs of one iteration, in the order it runs them (empty until recorded), for profilers."""
-        return dict(self._graphs)
-
-    @property
-    def loss(self):
-        return self.learner.loss
 
     @property
     def ready(self) -> bool:
@@ -114,12 +103,3 @@ class OnPolicyTrainer(TrainerBase):
     def update(self) -> TensorDict:
         """The learner's update block on the latest rollout; on CUDA the first call also records it as a graph."""
         return self._graphed("update", lambda: self.learner.update(self.rollout))
-
-    def state_dict(self) -> dict:
-        """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""
-        return {**self.learner.state_dict(), "iteration": self.iteration, "env_steps": self.env_steps}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.learner.load_state_dict(state)
-        self.iteration = int(state["iteration"])
-        self.env_steps = int(state["env_steps"])

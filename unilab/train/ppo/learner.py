@@ -7,12 +7,13 @@ counter-based random keys, a fixed-shape permutation that replays inside a graph
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from tensordict import TensorDict
 from torch import nn
 from torchrl.modules import IndependentNormal
 
-from torchrl_ext.config import AlgoConfig
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.ppo import (
     BEHAVIOUR_LOC,
@@ -25,22 +26,18 @@ from torchrl_ext.ppo import (
     policy_operator,
     value_operator,
 )
-from torchrl_ext.seeding import derive_seed, rank_seed, seeded
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
+from unilab.train.seeding import derive_seed, rank_seed, seeded
+
+if TYPE_CHECKING:
+    from unilab.train.ppo.config import PPOConfig
 
 _NOISE_STREAM = rnglib.stream_id("ppo/action_noise")
 _SHUFFLE_STREAM = rnglib.stream_id("ppo/shuffle")
-LR_SCHEDULES = ("adaptive", "fixed")
 # rsl_rl's adaptive rule: the step factor and the bounds the learning rate is held within.
 LR_FACTOR, LR_MIN, LR_MAX = 1.5, 1e-5, 1e-2
 ADVANTAGE_EPS = 1e-8
-# Settings of the off-policy learners that PPO refuses, and why.
-UNSUPPORTED = {
-    "use_symmetry": "PPO has no mirror augmentation",
-    "overlap_updates": "a rollout acts with the weights the previous update left",
-    "amp": "PPO updates in float32, as rsl_rl does",
-}
 METRICS = ("loss_objective", "loss_critic", "loss_entropy", "entropy", "clip_fraction", "kl_approx")
 
 
@@ -64,33 +61,15 @@ class PPOLearner:
     updates of one iteration, so the first minibatch's ratio is exactly 1.
     """
 
-    summary = "PPO (rsl_rl's): ELU MLPs, clipped surrogate and value loss, GAE, adaptive-KL learning rate"
-    on_policy = True  # trained by the on-policy trainer (torchrl_ext.onpolicy)
-
     @classmethod
-    def check_config(cls, cfg: AlgoConfig) -> None:
-        """One line naming the setting PPO cannot run with; config validation calls it before any work."""
-        rows = cfg.num_envs * cfg.num_steps_per_env
-        if rows % cfg.num_mini_batches:
-            raise ValueError(
-                f"algo.num_mini_batches={cfg.num_mini_batches} must divide the rollout's "
-                f"algo.num_envs * algo.num_steps_per_env = {rows} rows"
-            )
-        if cfg.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"algo.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {cfg.lr_schedule!r}")
-        for key, why in UNSUPPORTED.items():
-            if getattr(cfg, key):
-                raise ValueError(f"algo.{key} must be false with algo=ppo ({why})")
-
-    @classmethod
-    def networks(cls, spec: EnvSpec, cfg: AlgoConfig) -> tuple[GaussianActor, ValueCritic]:
+    def networks(cls, spec: EnvSpec, cfg: PPOConfig) -> tuple[GaussianActor, ValueCritic]:
         """Fresh actor and critic from torch's generator (the learner builds them under its init seed)."""
         norm = cfg.obs_normalization
         actor = GaussianActor(spec.obs_dims["policy"], spec.action_dim, cfg.actor_hidden, cfg.init_noise_std, norm)
         return actor, ValueCritic(spec.obs_dims["critic"], cfg.critic_hidden, norm)
 
-    def __init__(self, spec: EnvSpec, cfg: AlgoConfig, world: World = ALONE) -> None:
-        self.check_config(cfg)
+    def __init__(self, spec: EnvSpec, cfg: PPOConfig, world: World = ALONE) -> None:
+        cfg.check()  # a learner built directly, not through a composed config, is refused the same way
         self.cfg, self.world = cfg, world
         self.device = device = spec.device
         with seeded(derive_seed(cfg.seed, "init")):

@@ -1,5 +1,5 @@
-"""What the off-policy and the on-policy trainer share around their loops: iteration timing, graph recording,
-episode and reward-term statistics, and log points.
+"""What the off-policy and the on-policy loop share: the ``Trainer`` interface a training run drives, iteration
+timing, graph recording, episode and reward-term statistics, log points and checkpoint state.
 
 Statistics accumulate on the device inside the recorded steps; ``log_point`` queues copies of them and ``report``
 reads those once later work is queued, so a log point never stalls the GPU.
@@ -14,10 +14,12 @@ from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict
+from torch import nn
 
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.train.learner import Learner
 
 Lap = tuple[object, object, object]  # (end of the previous iteration, end of collection, end of this one)
 
@@ -119,19 +121,55 @@ class Report(NamedTuple):
     health: dict[str, int]
 
 
-class TrainerBase:
-    """The bookkeeping of a trainer's loop. A subclass sets ``runner``, ``device``, ``capture`` (whether steps are
-    recorded as CUDA graphs), ``iteration`` and ``env_steps``, calls ``_open_book`` once, ``_count_step`` on each
-    env step's transition inside its recorded steps, and advances ``_term_steps`` on the host per env step."""
+class Trainer:
+    """A loop as a training run drives it: ``collect`` then, once ``ready``, ``update``, per iteration; and the
+    bookkeeping around it. A subclass sets ``learner``, ``runner``, ``device``, ``capture`` (whether steps are
+    recorded as CUDA graphs), ``iteration``, ``env_steps`` and ``steps_per_iteration``, calls ``_open_book`` once,
+    ``_count_step`` on each env step's transition inside its recorded steps, and advances ``_term_steps`` on the host
+    per env step."""
 
+    learner: Learner
     runner: EnvRunner
     device: torch.device
     capture: bool
     iteration: int
     env_steps: int
+    steps_per_iteration: int  # env steps of one iteration on this rank
     # The stream the env steps on beside the updates; None: the current stream. A copy of the env state queued on
     # it lands between two env steps, never inside one.
     env_stream: torch.cuda.Stream | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether enough data was gathered for ``update``."""
+        raise NotImplementedError
+
+    def collect(self) -> None:
+        """One iteration's env steps, with their statistics."""
+        raise NotImplementedError
+
+    def update(self) -> TensorDict:
+        """One iteration's updates; the latest losses, for logging."""
+        raise NotImplementedError
+
+    @property
+    def graphs(self) -> dict[str, torch.cuda.CUDAGraph]:
+        """The recorded graphs of one iteration, in the order it runs them (empty until recorded), for profilers."""
+        return dict(self._graphs)
+
+    @property
+    def loss(self) -> nn.Module:
+        """The learner's networks: what eval, play and the ONNX export read (``loss.actor``)."""
+        return self.learner.loss
+
+    def state_dict(self) -> dict:
+        """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""
+        return {**self.learner.state_dict(), "iteration": self.iteration, "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.learner.load_state_dict(state)
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])
 
     def _open_book(self, num_envs: int, reward_terms: Sequence[str], curricula: Sequence[str] = ()) -> None:
         dev = self.device

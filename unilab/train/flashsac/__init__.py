@@ -1,0 +1,1 @@
+"""FlashSAC: its settings (``config``, light) and its learner (``learner``, the training stack)."""

@@ -1,0 +1,63 @@
+"""The one contract between a loop and an algorithm's learner, whichever loop runs it.
+
+A loop builds the learner from the env's spec and the algorithm's settings, acts with ``act`` inside its recorded
+env step, hands it data through ``observe`` and ``update`` inside its recorded steps, and saves what ``state_dict``
+returns. Neither ``act`` nor ``update`` may read a value back to the host: both run inside CUDA graphs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import torch
+from tensordict import TensorDict
+from torch import nn
+
+from torchrl_ext.distributed import World
+from unilab.core.spec import EnvSpec
+
+if TYPE_CHECKING:
+    from unilab.train.settings import RunSettings
+
+
+class Learner(Protocol):
+    """What the off-policy and the on-policy loop ask of a learner.
+
+    ``loss`` holds the networks (its ``actor`` is what eval, play and the ONNX export run); ``minibatch`` is the rows
+    of one gradient step.
+    """
+
+    loss: nn.Module
+    minibatch: int
+
+    def __init__(self, spec: EnvSpec, cfg: RunSettings, world: World = ...) -> None: ...
+
+    @classmethod
+    def networks(cls, spec: EnvSpec, cfg: RunSettings) -> tuple[nn.Module, nn.Module]:
+        """The actor and the critic, freshly initialised from torch's generator: the learner builds them under its
+        init seed; a memory estimate builds them on the meta device, to count their parameters for free."""
+        ...
+
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        """Actions for ``obs`` with the algorithm's exploration, inside the recorded env step."""
+        ...
+
+    def observe(self, data: TensorDict) -> None:
+        """Fold ``data`` (a step's transitions, or a whole rollout) into the learner's statistics: normalisers,
+        episode ends."""
+        ...
+
+    def update(self, batch: TensorDict) -> TensorDict:
+        """One iteration's gradient steps on ``batch`` (replay rows, or the rollout); the losses, detached, for
+        logging."""
+        ...
+
+    def shared_tensors(self) -> list[torch.Tensor]:
+        """What every rank must hold bit-identical: the learner's weights and statistics, less per-env state."""
+        ...
+
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of the learner: tensors and plain values only (weights-only loading)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...

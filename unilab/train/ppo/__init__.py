@@ -1,0 +1,1 @@
+"""PPO: its settings (``config``, light) and its learner (``learner``, the training stack)."""

@@ -1,0 +1,1 @@
+"""SAC (FastSAC): its settings (``config``, light) and its learner (``learner``, the training stack)."""

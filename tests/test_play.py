@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import torch
 
 from tests.test_train import TINY
 from unilab.apps import curves, play
+from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
 from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.apps.train import run
 from unilab.core.rng import make_rng
+from unilab.tasks.g1_walk_rough.config import TERRAIN
 from unilab.tasks.registry import make_functional_env
 
 W, H = 160, 96  # small frames keep software-rasterised renders well under a second
@@ -255,3 +258,24 @@ def test_headless_gl_backend_choice(platform: str, display: str | None, librarie
     from unilab import headless_gl
 
     assert headless_gl(platform, display, lambda name: f"lib{name}.so" if name in libraries else None) == expected
+
+
+def test_the_scan_points_are_drawn_where_the_scan_reads_and_a_flat_task_has_none(tmp_path: Path) -> None:
+    small = dataclasses.replace(TERRAIN, rows=2, border=2.0)
+    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=1, device="cpu", terrain=small)
+    state = env.reset(make_rng(0))
+    points = play.scan_markers(env)(state)
+    assert points.shape == (1, 187, 3)
+    # Each point is on the surface the scan reads: the pelvis's height minus the critic's (noise-free) reading.
+    pelvis_z = state["sim", "xpos"][0, env.ctx.body_ids["pelvis"], 2]
+    torch.testing.assert_close(points[0, :, 2], pelvis_z - state["obs", "critic"][0, -187:])
+    drawer = play.TileRenderer(env.sim.model, 1, W, H, "pelvis")
+    try:
+        qpos = state["sim", "qpos"].numpy()
+        plain, marked = drawer.frame(qpos), drawer.frame(qpos, points.numpy())
+    finally:
+        drawer.close()
+    assert np.abs(plain.astype(int) - marked.astype(int)).max() > 50  # orange dots in front of the robot
+    flat = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=1, device="cpu")
+    with pytest.raises(InputError, match="g1_walk_flat has no height scan to show"):
+        play.scan_markers(flat)

@@ -15,6 +15,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.envs.utils import check_env_specs
 
+from scripts import curriculum_odds
 from tests.test_train import tiny
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
@@ -294,3 +295,25 @@ def test_falls_on_terrain_are_placed_where_the_robot_last_stood() -> None:
         }
     )
     assert "fall_distance" not in standing and "fall_rise" not in standing
+
+
+def test_a_perfect_walker_climbs_the_rough_walks_curriculum_and_its_arc_ends_where_the_chord_says() -> None:
+    command = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.2, 0.5], [0.3, -0.4, -0.8], [0.8, 0.0, 2 * math.pi / 20]])
+    ends = curriculum_odds.arc_end(command, torch.tensor([0.0, 1.0, -2.0, 3.0]), 20.0)
+    chord = curricula.commanded_displacement(command, 20.0)
+    assert torch.allclose(ends.norm(dim=-1), chord, atol=1e-4)  # two derivations of one arc
+    assert torch.allclose(ends[0], torch.tensor([20.0, 0.0]))
+    result = curriculum_odds.odds("g1_walk_rough", 20_000)
+    # Half the commands walk straight and reach 4 m; a walker that follows them is almost never moved down.
+    assert result["up"] > 0.5 and result["down"] < 0.02
+    settled = result["settled"]
+    assert sum(settled) == pytest.approx(1.0) and settled[-1] == max(settled)
+
+
+def test_a_suite_the_training_conditions_already_cover_is_refused_and_left_out_of_all() -> None:
+    # The rough walk is randomised with the friction, payload and latency suites' own ranges: they would equal nominal.
+    for suite in ("friction", "payload", "latency"):
+        with pytest.raises(InputError, match=f"suite {suite} changes nothing on g1_walk_rough"):
+            suite_overrides("g1_walk_rough", suite, {})
+    assert suites_of("g1_walk_rough") == ["nominal", "push", "finer_physics", *TERRAIN_SUITES]
+    assert suites_of("g1_walk_flat")[:5] == ["nominal", "push", "friction", "payload", "latency"]

@@ -253,7 +253,30 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
     if suite not in ranges:
         raise InputError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
     perturbed = randomize(base, ranges[suite])
+    if perturbed.physics == base.physics and _same_events(perturbed.events, base.events):
+        raise InputError(
+            f"suite {suite} changes nothing on {task}: its training conditions already draw that perturbation over "
+            "the suite's range, so nominal measures it"
+        )
     return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
+
+
+def _same_events(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two tasks' events are the same terms with equal parameters (tensors compared by value)."""
+
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            return isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and torch.equal(x, y)
+        return x == y
+
+    return list(a) == list(b) and all(
+        a[n].func is b[n].func
+        and a[n].interval_s == b[n].interval_s
+        and a[n].state == b[n].state
+        and list(a[n].params) == list(b[n].params)
+        and all(same(a[n].params[k], b[n].params[k]) for k in a[n].params)
+        for n in a
+    )
 
 
 def _terrain_suite(task: str, base: TaskConfig, types: tuple[str, ...]) -> dict[str, Any]:
@@ -291,8 +314,16 @@ def hardest_row_first(scored: dict[str, Any]) -> dict[str, Any]:
 
 
 def suites_of(task: str) -> list[str]:
-    """Every suite that applies to ``task``: the perturbations, and the terrain suites on terrain."""
-    return [*SUITES, *(TERRAIN_SUITES if make_task(task).terrain is not None else ())]
+    """Every suite that applies to ``task``: the perturbations its training conditions do not already draw over the
+    same range, and the terrain suites on terrain."""
+    applies = []
+    for suite in SUITES:
+        try:
+            suite_overrides(task, suite, {})
+        except InputError:
+            continue
+        applies.append(suite)
+    return [*applies, *(TERRAIN_SUITES if make_task(task).terrain is not None else ())]
 
 
 def _meets(thresholds: Mapping[str, Threshold], figures: dict[str, Any]) -> bool:

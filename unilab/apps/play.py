@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 import torch
+from tensordict import TensorDict
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
 from unilab.apps.config import MAX_PLAY_SECONDS
@@ -37,6 +38,7 @@ from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
+from unilab.mdp.terrain import scan_points
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task
 
 COLLISION_GROUP = 3
@@ -77,6 +79,11 @@ def grid_shape(num_tiles: int) -> tuple[int, int]:
 def _even(value: int) -> int:
     """H.264 in yuv420p needs even dimensions; rounding tiles down keeps the frame size the caller asked for."""
     return value - value % 2
+
+
+MARKER_SIZE = np.array([0.015, 0.0, 0.0])
+MARKER_RGBA = np.array([1.0, 0.55, 0.0, 1.0], dtype=np.float32)
+IDENTITY = np.eye(3).flatten()
 
 
 class TileRenderer:
@@ -121,17 +128,29 @@ class TileRenderer:
         self.camera.elevation = CAMERA_ELEVATION
         self.camera.azimuth = CAMERA_AZIMUTH
 
-    def frame(self, qpos: np.ndarray) -> np.ndarray:
-        """``qpos`` (num_envs, nq); envs beyond the tile count are not drawn."""
+    def frame(self, qpos: np.ndarray, markers: np.ndarray | None = None) -> np.ndarray:
+        """``qpos`` (num_envs, nq); envs beyond the tile count are not drawn. ``markers`` (num_envs, points, 3) are
+        world points drawn as small spheres in each env's tile (what a height scan reads, say)."""
         canvas = np.zeros((self.height, self.width, 3), dtype=np.uint8)
         for i, data in enumerate(self.datas):
             data.qpos[:] = qpos[i]
             mujoco.mj_forward(self.model, data)
             self.renderer.update_scene(data, camera=self.camera, scene_option=self.option)
+            if markers is not None:
+                self._mark(markers[i])
             row, col = divmod(i, self.cols)
             y, x = row * self.tile_h, col * self.tile_w
             canvas[y : y + self.tile_h, x : x + self.tile_w] = self.renderer.render()
         return canvas
+
+    def _mark(self, points: np.ndarray) -> None:
+        """Add ``points`` to the scene as spheres, as many as the scene has room for."""
+        scene = self.renderer.scene
+        for point in points[: scene.maxgeom - scene.ngeom]:
+            mujoco.mjv_initGeom(
+                scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE, MARKER_SIZE, point, IDENTITY, MARKER_RGBA
+            )
+            scene.ngeom += 1
 
     def close(self) -> None:
         self.renderer.close()
@@ -148,12 +167,14 @@ def render_rollout(
     width: int = 640,
     height: int = 360,
     fast: bool | None = None,
+    markers: Callable[[TensorDict], torch.Tensor] | None = None,
 ) -> Path:
     """Write ``steps`` control steps of ``policy`` in ``env`` as an mp4 at the control rate (real-time playback).
 
     The first ``num_envs`` envs of ``env`` are drawn (all of them when it has fewer). Envs that fall are reset by
     the env's own auto-reset, so the video shows the next episode start rather than a frozen body. ``fast`` turns
     off shadows and reflections; by default it is on exactly when the GL renderer is a software rasteriser.
+    ``markers(state)`` gives world points (num_envs, points, 3) drawn in every frame (``scan_markers``).
     """
     import imageio.v2 as imageio
 
@@ -170,14 +191,19 @@ def render_rollout(
     # truncated video under the final name (the suffix stays last: ffmpeg picks the container from it).
     with replacing(Path(path), suffix_last=True) as tmp:
         writer = imageio.get_writer(str(tmp), fps=fps, codec="libx264", macro_block_size=1, quality=7)
+
+        def draw(state: TensorDict) -> np.ndarray:
+            points = None if markers is None else markers(state)[:tiles].cpu().numpy()
+            return drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy(), points)
+
         try:
-            writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+            writer.append_data(draw(state))
             # Software rendering on a CPU takes a good fraction of a second per frame: show how far it is.
             announce("play", f"rendering video ({steps + 1} frames of {tiles} tiles) to {path}")
             for _ in bar(range(steps), "rendering", "frame"):
                 rng = advance(rng)
                 state, _ = env.step(state, policy(state["obs", "policy"]), rng)
-                writer.append_data(drawer.frame(state["sim", "qpos"][:tiles].cpu().numpy()))
+                writer.append_data(draw(state))
         finally:
             writer.close()
             drawer.close()
@@ -185,6 +211,16 @@ def render_rollout(
     if bad:  # the env stepped zeros in their place: the video alone would not show it
         print(f"warning: {bad} env steps had non-finite actions (NaN or inf); zeros were applied", file=sys.stderr)
     return Path(path)
+
+
+def scan_markers(env: FunctionalEnv) -> Callable[[TensorDict], torch.Tensor]:
+    """The surface points each env's actor height scan reads, as ``render_rollout`` draws them; a task without a
+    height scan is refused in one line."""
+    term = env.task.observations.get("policy", {}).get("height_scan")
+    if term is None:
+        raise InputError(f"task {env.task.name} has no height scan to show (the tasks on terrain have one)")
+    ground, pattern, body = (term.params[name] for name in ("ground", "pattern", "body"))
+    return lambda state: scan_points(state, env.ctx, ground, pattern, body)
 
 
 def save_still(video_or_frames: Path | str | Sequence[np.ndarray] | np.ndarray, png_path: Path) -> Path:
@@ -233,12 +269,13 @@ def play(
     seed: int = 0,
     width: int = 640,
     height: int = 360,
+    show_scan: bool = False,
 ) -> Path:
     """Render a policy on the CPU ``mujoco`` backend; returns the video path.
 
     ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
     video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
-    (``shown_overrides``).
+    (``shown_overrides``). ``show_scan`` draws the points the actor's height scan reads (tasks on terrain).
     """
     if not 0.0 < seconds <= MAX_PLAY_SECONDS:
         raise InputError(f"seconds must be in (0, {MAX_PLAY_SECONDS:g}], got {seconds}")
@@ -248,6 +285,7 @@ def play(
     overrides = shown_overrides(source.task, source.overrides, seconds)
     check_rollout_memory(source.task, overrides, num_envs, "cpu", record=False)
     env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
+    markers = scan_markers(env) if show_scan else None
     policy = source.policy(env)
     if out is None:
         target = Path(checkpoint if checkpoint is not None else onnx).parent / VIDEO_FILENAME
@@ -255,7 +293,7 @@ def play(
         out = Path(out)
         target = out if out.suffix == ".mp4" else out / VIDEO_FILENAME
     steps = max(1, round(seconds / env.ctx.dt))
-    return render_rollout(env, policy, target, num_envs, steps, seed, width, height)
+    return render_rollout(env, policy, target, num_envs, steps, seed, width, height, markers=markers)
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -274,6 +312,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=360)
     parser.add_argument("--still", type=Path, default=None, help="also write the middle frame to this PNG")
+    parser.add_argument(
+        "--show-scan", action="store_true", help="draw the points the height scan reads (tasks on terrain)"
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if not 0.0 < args.seconds < math.inf:
@@ -311,6 +352,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.seed,
             args.width,
             args.height,
+            args.show_scan,
         )
     except REFUSALS as exc:
         fail(parser.prog, exc)

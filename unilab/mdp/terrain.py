@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
+from torch import Tensor
 
 from unilab.context import EnvContext
 from unilab.core.math import quat_yaw
@@ -77,6 +78,18 @@ def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1
     return torch.stack([grid_x.reshape(-1), grid_y.reshape(-1)], dim=-1)
 
 
+def scan_points(state: TensorDict, ctx: EnvContext, ground: HeightMap, pattern: torch.Tensor, body: str) -> Tensor:
+    """The surface points (N, points, 3) a height scan reads: ``pattern`` turned with ``body``'s yaw, centred under
+    it, each on the surface there."""
+    pos = state["sim", "xpos"][:, ctx.body_ids[body]]
+    yaw = quat_yaw(state["sim", "xquat"][:, ctx.body_ids[body]])
+    cos, sin = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    px, py = pattern[:, 0], pattern[:, 1]
+    x = pos[:, :1] + cos * px - sin * py
+    y = pos[:, 1:2] + sin * px + cos * py
+    return torch.stack((x, y, ground(x, y)), dim=-1)
+
+
 def height_scan(
     state: TensorDict,
     ctx: EnvContext,
@@ -88,13 +101,8 @@ def height_scan(
     """How far ``body`` stands above the surface at each point of ``pattern``, the pattern turned with the body's
     yaw and centred under it: (N, points), clipped to ``[-clip, clip]``. Level ground under a standing body reads its
     height everywhere; a step up ahead reads less there."""
-    pos = state["sim", "xpos"][:, ctx.body_ids[body]]
-    yaw = quat_yaw(state["sim", "xquat"][:, ctx.body_ids[body]])
-    cos, sin = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
-    px, py = pattern[:, 0], pattern[:, 1]
-    x = pos[:, :1] + cos * px - sin * py
-    y = pos[:, 1:2] + sin * px + cos * py
-    return (pos[:, 2:3] - ground(x, y)).clamp(-clip, clip)
+    surface = scan_points(state, ctx, ground, pattern, body)[..., 2]
+    return (state["sim", "xpos"][:, ctx.body_ids[body], 2:3] - surface).clamp(-clip, clip)
 
 
 def scan_mirror_index(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> tuple[int, ...]:

@@ -117,3 +117,73 @@ def test_the_stack_s_import_is_shown_on_a_terminal_and_then_erased(monkeypatch) 
     monkeypatch.setattr(sys, "stderr", terminal)
     assert import_command("unilab eval", "json").__name__ == "json"
     assert terminal.getvalue() == "unilab eval: loading torch, torchrl, MuJoCo and the tasks...\r\033[K"
+
+
+# Mistakes the declared tables answer, each with the line the command prints.
+EARLY_REFUSALS = [
+    (["train", "--task", "g1_walk_flta", "--cfg"], "unknown task 'g1_walk_flta'; known tasks: "),
+    (["train", "--task", "g1_rough"], "; did you mean g1_walk_rough?"),
+    (["train", "--algo", "td3"], "unknown algo 'td3'; known algos: sac, flashsac, ppo"),
+    (["train", "--sim", "mjwrap"], "unknown sim 'mjwrap'; known backends: mjwarp, mujoco; did you mean mjwarp?"),
+    (["train", "algo.num_envs=0"], "algo.num_envs must be in [1, 16777216], got 0"),
+    (["train", "algo=ppo", "algo.batch_size=64"], "algo.batch_size is a setting of sac and flashsac only"),
+    (["train", "+algo.num_env=4"], "unknown key algo.num_env; did you mean algo.num_envs?"),
+    (["train", "task.episode_length_s=-2"], "task.episode_length_s must be in (0, 3600], got -2.0"),
+    (["eval", "--checkpoint", "gone/model_1.pt", "gone/model_2.pt"], "checkpoint not found: gone/model_1.pt"),
+    (["play", "--onnx", "gone/policy.onnx"], "onnx policy not found: gone/policy.onnx"),
+    (["view", "--checkpoint", "gone/model_1.pt", "--port", "0"], "checkpoint not found: gone/model_1.pt"),
+]
+
+
+def refused_by(argv: list[str]) -> tuple[str, set[str]]:
+    """The one line ``unilab <argv>`` is refused with in a fresh interpreter, and the modules it had imported."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from unilab.apps.cli import main\n"
+        "err = io.StringIO()\n"
+        "with contextlib.redirect_stderr(err):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 2, exit.code\n"
+        "print(json.dumps([err.getvalue(), sorted(sys.modules)]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    line, modules = json.loads(proc.stdout.splitlines()[-1])
+    return line, set(modules)
+
+
+@pytest.mark.parametrize(("argv", "message"), EARLY_REFUSALS)
+def test_a_mistake_is_refused_before_the_stack_is_imported(argv: list[str], message: str) -> None:
+    line, modules = refused_by(argv)
+    assert len(line.splitlines()) == 1 and message in line, line
+    assert not [name for name in HEAVY if name in modules]
+
+
+def test_the_early_answers_are_the_full_check_s(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Without the early check, ``train`` composes the config and refuses the same mistakes in the same words, so
+    the two cannot drift apart (and ``scripts/train.py``, which composes directly, says the same)."""
+    from unilab.apps import train
+
+    monkeypatch.setattr(train, "check_train", lambda arguments: None)
+    for argv, message in EARLY_REFUSALS:
+        if argv[0] != "train":
+            continue
+        with pytest.raises(SystemExit):
+            train.main(argv[1:])
+        assert message in capsys.readouterr().err, argv
+
+
+def test_the_train_command_checks_before_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``train`` console command (not ``unilab train``) runs the same early checks."""
+    code = (
+        "import sys\n"
+        "from unilab.apps import cli\n"
+        "sys.argv = ['train', '--task', 'g1_rough']\n"
+        "try:\n"
+        "    cli.train()\n"
+        "except SystemExit:\n"
+        "    print('torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.split()[-1] == "False" and "did you mean g1_walk_rough?" in proc.stderr

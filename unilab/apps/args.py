@@ -7,10 +7,12 @@ before any work; tracebacks are left for bugs.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -49,6 +51,15 @@ def fail(prog: str, message: object) -> NoReturn:
     """A user-input error: one line naming the problem, exit status 2 (argparse's convention), no traceback."""
     print(f"{prog}: error: {' '.join(str(message).split())}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def unknown_name(kind: str, name: str, known: Sequence[str], plural: str | None = None) -> str:
+    """One line for a name that is not among ``known`` (a task, an algorithm, a backend): the known ones, and the
+    closest of them where one is close, since a typo ("g1_walk_flta") or a half-remembered name ("g1_rough") is the
+    usual cause. ``plural`` names the known ones where it is not ``kind`` + s."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"unknown {kind} {name!r}; known {plural or kind + 's'}: {', '.join(known)}{hint}"
 
 
 def check_rollout_args(prog: str, num_envs: int, seed: int) -> None:

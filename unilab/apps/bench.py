@@ -22,7 +22,7 @@ from pathlib import Path
 import mujoco
 import torch
 
-from unilab.apps.args import ArgumentParser, resolve_sim_device
+from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
 from unilab.apps.progress import announce
 from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.core.cuda_graphs import record, warm_up
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> None:
         from unilab.tasks.registry import list_tasks
 
         if args.task not in list_tasks():
-            parser.error(f"unknown task {args.task!r}; known tasks: {', '.join(list_tasks())}")
+            parser.error(unknown_name("task", args.task, list_tasks()))
         bench = bench_env if args.bench == "env" else bench_drift
         for n in sizes:
             announce(parser.prog, f"{args.bench}: {n} {args.task} envs on {sim} ({where}), {args.steps} steps")

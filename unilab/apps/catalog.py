@@ -8,6 +8,7 @@ registry, so it cannot drift from the real one. The algorithms need no table: th
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import entry_points
 from typing import NamedTuple
 
@@ -15,6 +16,8 @@ from unilab.train.registry import ALGORITHMS
 
 ENTRY_POINT_GROUP = "unilab.tasks"  # as unilab.tasks.registry reads it
 BACKENDS = ("mjwarp", "mujoco")  # unilab.sim.BACKENDS
+DEFAULT_ALGO = "sac"  # as configs/train.yaml's defaults list chooses it
+DEFAULT_TASK = "g1_walk_flat"  # as configs/train.yaml's defaults list chooses it
 
 
 class TaskSizes(NamedTuple):
@@ -37,9 +40,10 @@ TASKS: dict[str, TaskSizes] = {
 
 
 def task_names() -> list[str]:
-    """Every task ``train`` takes: the shipped ones, and where other distributions declare tasks as entry points,
-    the registry's list (which loads them: a point's name need not be its task's)."""
-    if not entry_points(group=ENTRY_POINT_GROUP):
+    """Every task ``train`` takes: the shipped ones, and the registry's list where it may hold more: where other
+    distributions declare tasks as entry points (loading them: a point's name need not be its task's), or where
+    the registry is loaded already (a program that registered a task of its own before calling a command)."""
+    if not entry_points(group=ENTRY_POINT_GROUP) and "unilab.tasks.registry" not in sys.modules:
         return sorted(TASKS)
     from unilab.tasks.registry import list_tasks
 

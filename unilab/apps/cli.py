@@ -12,10 +12,11 @@ from types import ModuleType
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
+from unilab.apps.early import check_command
 from unilab.core.cache_dirs import configure
 
 COMMANDS = {
-    "train": ("unilab.apps.train", "train a policy (SAC or FlashSAC) on a task; key=value overrides"),
+    "train": ("unilab.apps.train", "train a policy (SAC, FlashSAC or PPO) on a task; key=value overrides"),
     "eval": ("unilab.apps.eval", "score a checkpoint or an exported policy with the task's metrics"),
     "play": ("unilab.apps.play", "render a policy to play_video.mp4 (and a still with --still)"),
     "view": ("unilab.apps.view", "serve a web viewer of a policy running live (viser; loopback, --port)"),
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv[0] == "cache":  # reads folders only: no stack to load, no caches to place
         importlib.import_module(COMMANDS["cache"][0]).main(argv[1:])
         return
+    check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
     import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
 
@@ -74,7 +76,9 @@ def import_command(prog: str, module: str) -> ModuleType:
 
 
 def train() -> None:
-    """Console command ``train``: the environment is checked before the training stack is imported."""
+    """Console command ``train``: the environment, and what the catalog can answer, are checked before the
+    training stack is imported."""
     check_environment("train")
+    check_command("train", sys.argv[1:])
     configure()
     import_command("train", "unilab.apps.train").main()

@@ -8,7 +8,6 @@ only the config happens here, so a misspelt key or an impossible value costs not
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import math
 import re
@@ -20,12 +19,20 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
-from unilab.apps.config import TaskSelection, TrainConfig, check_bools, schema, validate
+from unilab.apps.args import unknown_name
+from unilab.apps.catalog import DEFAULT_ALGO
+from unilab.apps.config import (
+    TaskSelection,
+    TrainConfig,
+    check_bools,
+    schema,
+    schema_keys,
+    unknown_key_message,
+    validate,
+)
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
-
-DEFAULT_ALGO = "sac"  # as configs/train.yaml's defaults list chooses it
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
 
@@ -105,23 +112,6 @@ def check_file_bools(choices: dict[str, str | None], node: TrainConfig) -> None:
             raise ValueError(f"{path}: {exc}") from None
 
 
-def schema_keys(algo: str) -> list[str]:
-    """Every key a user may set on a run of ``algo``."""
-    return _leaf_keys(OmegaConf.to_container(OmegaConf.structured(schema(algo))))
-
-
-def unknown_key_message(key: str) -> str:
-    """One line for a key the chosen algorithm's schema lacks: the algorithms whose setting it is (so not the chosen
-    one's), or the closest key of any."""
-    key = key.lstrip("+")
-    owners = [name for name in ALGORITHMS if key in schema_keys(name)]
-    if owners:
-        return f"{key} is a setting of {' and '.join(owners)} only (--algo {owners[0]} picks it)"
-    every = sorted({known for name in ALGORITHMS for known in schema_keys(name)})
-    close = difflib.get_close_matches(key, every, n=1, cutoff=0.8)
-    return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
-
-
 PLAIN = (bool, int, float, str)
 
 
@@ -160,14 +150,14 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     if experiment is not None and experiment not in experiments():
         raise ValueError(f"unknown experiment {experiment!r}; known experiments: {', '.join(experiments())}")
     if algo is not None and algo not in ALGORITHMS:
-        raise ValueError(f"unknown algo {algo!r}; known algos: {', '.join(ALGORITHMS)}")
+        raise ValueError(unknown_name("algo", algo, list(ALGORITHMS)))
     algo = algo or DEFAULT_ALGO
     if task is not None and task not in list_tasks():
-        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+        raise ValueError(unknown_name("task", task, list_tasks()))
     if sim in (None, "auto"):
         overrides = [o for o in overrides if not o.startswith("sim=")] + [f"sim={default_backend()}"]
     elif sim not in BACKENDS:
-        raise ValueError(f"unknown sim {sim!r}; known backends: {', '.join(BACKENDS)}")
+        raise ValueError(unknown_name("sim", sim, BACKENDS, "backends"))
     store_configs(algo)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         composed = compose(config_name="train", overrides=overrides, return_hydra_config=True)

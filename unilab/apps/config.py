@@ -8,14 +8,15 @@ when the config is composed, before any work starts, and ``validate`` rejects va
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from unilab.apps.catalog import BACKENDS
 from unilab.apps.loggers import check_logger
-from unilab.sim import BACKENDS
 from unilab.train.registry import ALGORITHMS
 from unilab.train.sac.config import SACConfig
 from unilab.train.settings import COUNT, Range, RunSettings, setting
@@ -106,6 +107,23 @@ def settings_fields(node: object, prefix: str = "") -> list[tuple[str, dataclass
         else:
             leaves.append((f"{prefix}{f.name}", f, value))
     return leaves
+
+
+def schema_keys(algo: str) -> list[str]:
+    """Every key a user may set on a run of ``algo``."""
+    return [key for key, _, _ in settings_fields(schema(algo))]
+
+
+def unknown_key_message(key: str) -> str:
+    """One line for a key the chosen algorithm's schema lacks: the algorithms whose setting it is (so not the chosen
+    one's), or the closest key of any."""
+    key = key.lstrip("+")
+    owners = [name for name in ALGORITHMS if key in schema_keys(name)]
+    if owners:
+        return f"{key} is a setting of {' and '.join(owners)} only (--algo {owners[0]} picks it)"
+    every = sorted({known for name in ALGORITHMS for known in schema_keys(name)})
+    close = difflib.get_close_matches(key, every, n=1, cutoff=0.8)
+    return f"unknown key {key}" + (f"; did you mean {close[0]}?" if close else "")
 
 
 def _check(ok: bool, key: str, rule: str, value: object) -> None:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from unilab.apps.args import InputError
+from unilab.apps.args import InputError, unknown_name
 from unilab.apps.checkpoint import CheckpointError, load_checkpoint, saved_config
 from unilab.apps.config import TrainConfig
 from unilab.apps.resources import InsufficientMemoryError
@@ -58,7 +58,7 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
     if task is None:
         raise InputError(f"no task given and none recorded in {onnx}; pass --task")
     if task not in list_tasks():
-        raise InputError(f"unknown task {task!r}; known tasks: {', '.join(list_tasks())}")
+        raise InputError(unknown_name("task", task, list_tasks()))
     overrides: dict[str, Any] = {"obs_noise": False}
     if saved_task.get("name") == task and saved_task.get("motion_file"):
         try:

@@ -3,7 +3,6 @@ to look at next; a user's mistake ends it with one line (exit 2) before any work
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import faulthandler
 import signal
@@ -16,15 +15,15 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from torchrl_ext.distributed import RankLost
-from unilab.apps.args import ArgumentParser, fail, shell_command
-from unilab.apps.catalog import cuda_available, task_names
-from unilab.apps.compose import compose_config, task_knobs, unknown_key_message
-from unilab.apps.config import TrainConfig, settings_fields
+from unilab.apps.args import fail, shell_command
+from unilab.apps.catalog import cuda_available
+from unilab.apps.compose import compose_config, task_knobs
+from unilab.apps.config import TrainConfig, settings_fields, unknown_key_message
+from unilab.apps.early import check_train, split_train_args, train_parser
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
 from unilab.core.files import DiskFullError
 from unilab.tasks.registry import override_names
-from unilab.train.registry import ALGORITHMS
 
 if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
     from unilab.apps.training_run import TrainingRun
@@ -122,21 +121,6 @@ def lost_rank(prog: str, exc: RankLost) -> NoReturn:
     raise SystemExit(1) from None
 
 
-def _parser(epilog: str | None = None) -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="train",
-        usage="train [--algo ALGO] [--task TASK] [--sim SIM] [--cfg] [key=value ...]",
-        description="Train a policy. Every setting is a key=value override of the config (Hydra syntax).",
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--algo", default=None, help=f"one of {', '.join(ALGORITHMS)} (default sac)")
-    parser.add_argument("--task", default=None, help=f"one of {', '.join(task_names())} (default g1_walk_flat)")
-    parser.add_argument("--sim", default=None, help="mjwarp or mujoco (default: mjwarp with CUDA, else mujoco)")
-    parser.add_argument("--cfg", action="store_true", help="print the resolved config and exit without training")
-    return parser
-
-
 @contextlib.contextmanager
 def one_line_errors(prog: str) -> Iterator[None]:
     """A config or preparation error as one line naming the key (exit 2); another rank's loss as one (exit 1)."""
@@ -161,25 +145,13 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None:  # this process is the command: a crash in native code (CUDA, Warp, MuJoCo) would otherwise
         faulthandler.enable()  # end the run without a word; print every thread's Python stack first
     arguments = list(sys.argv[1:] if argv is None else argv)
-    for i in range(len(arguments) - 1):  # Hydra's spelling, --cfg job, means the same
-        if arguments[i] == "--cfg" and arguments[i + 1] == "job":
-            del arguments[i + 1]
-            break
-    wants_help = any(a in ("-h", "--help") for a in arguments)
-    parser = _parser()
-    args, overrides = parser.parse_known_args([a for a in arguments if a not in ("-h", "--help")])
-    for flag in [o for o in overrides if o.startswith("-")]:
-        fail(parser.prog, f"unrecognised option {flag}")
-    groups = [
-        f"{name}={value}" for name, value in (("algo", args.algo), ("task", args.task), ("sim", args.sim)) if value
-    ]
-    clashing = [o for o in overrides if o.split("=", 1)[0] in ("algo", "task", "sim")]
-    if groups and clashing:
-        fail(parser.prog, f"give algo/task/sim either as --flags or as overrides, not both: {clashing}")
+    check_train(arguments)
+    args, overrides, wants_help = split_train_args(arguments)
+    parser = train_parser()
     with one_line_errors(parser.prog):
-        cfg = compose_config(groups + overrides)
+        cfg = compose_config(overrides)
         if wants_help:
-            _parser(overrides_help(cfg)).print_help()
+            train_parser(overrides_help(cfg)).print_help()
             raise SystemExit(0)
         if args.cfg:
             print(OmegaConf.to_yaml(applying_config(cfg)), end="")

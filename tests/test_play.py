@@ -226,6 +226,28 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "mine"
 
 
+def test_play_replaces_a_video_or_still_only_with_force(
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    video, still = tmp_path / "earlier.mp4", tmp_path / "earlier.png"
+    video.write_bytes(b"an earlier video")
+    args = ["--checkpoint", str(tiny_run / "model_3.pt"), "--seconds", "0.04", "--num-envs", "1"]
+    args += ["--width", str(W), "--height", str(H), "--out", str(video)]
+    with pytest.raises(SystemExit) as exc:
+        play.main(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.splitlines() == [
+        f"unilab play: error: {video} already exists: --force replaces it"
+    ]
+    assert video.read_bytes() == b"an earlier video"
+    assert play.main([*args, "--force"]) == video and len(read_frames(video)) == 3
+    still.write_bytes(b"an earlier still")
+    with pytest.raises(SystemExit):
+        play.main([*args, "--out", str(tmp_path / "new.mp4"), "--still", str(still)])
+    assert "earlier.png already exists: --force replaces it" in capsys.readouterr().err
+    assert still.read_bytes() == b"an earlier still" and not (tmp_path / "new.mp4").exists()
+
+
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:
     scalars = curves.read_scalars(tiny_run)
     assert curves.RATE_TAG in scalars and any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars)

@@ -31,6 +31,7 @@ from tensordict import TensorDict
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
 from unilab.apps.config import MAX_PLAY_SECONDS
+from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, Policy, policy_source
 from unilab.apps.progress import announce, bar
 from unilab.apps.rollout import check_rollout_memory, metrics_of
@@ -259,6 +260,15 @@ def shown_overrides(task: str, overrides: dict[str, Any], seconds: float) -> dic
     return {**shown, "episode_length_s": max(make_task(task, **shown).episode_length_s, float(seconds))}
 
 
+def video_path(checkpoint: Path | None, onnx: Path | None, out: Path | None) -> Path:
+    """Where ``play`` writes its video: ``out`` where it ends in ``.mp4``, else ``play_video.mp4`` in ``out`` or,
+    without one, beside the policy file."""
+    if out is None:
+        return Path(checkpoint if checkpoint is not None else onnx).parent / VIDEO_FILENAME
+    out = Path(out)
+    return out if out.suffix == ".mp4" else out / VIDEO_FILENAME
+
+
 def play(
     checkpoint: Path | None,
     onnx: Path | None,
@@ -270,12 +280,16 @@ def play(
     width: int = 640,
     height: int = 360,
     show_scan: bool = False,
+    replace: bool = True,
 ) -> Path:
     """Render a policy on the CPU ``mujoco`` backend; returns the video path.
 
     ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
     video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
     (``shown_overrides``). ``show_scan`` draws the points the actor's height scan reads (tasks on terrain).
+    ``replace`` False refuses a video already at the target, once the policy is known to fit and before the
+    rendering (``unilab play`` without ``--force``: a video is minutes of work, and its replacement is asked for,
+    never done in passing); a training run replaces its own.
     """
     if not 0.0 < seconds <= MAX_PLAY_SECONDS:
         raise InputError(f"seconds must be in (0, {MAX_PLAY_SECONDS:g}], got {seconds}")
@@ -287,13 +301,10 @@ def play(
     env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     markers = scan_markers(env) if show_scan else None
     policy = source.policy(env)
-    if out is None:
-        target = Path(checkpoint if checkpoint is not None else onnx).parent / VIDEO_FILENAME
-    else:
-        out = Path(out)
-        target = out if out.suffix == ".mp4" else out / VIDEO_FILENAME
+    target = video_path(checkpoint, onnx, out)
     steps = max(1, round(seconds / env.ctx.dt))
-    return render_rollout(env, policy, target, num_envs, steps, seed, width, height, markers=markers)
+    with OutputClaims([target], replace, "--force"):
+        return render_rollout(env, policy, target, num_envs, steps, seed, width, height, markers=markers)
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -315,6 +326,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument(
         "--show-scan", action="store_true", help="draw the points the height scan reads (tasks on terrain)"
     )
+    parser.add_argument("--force", action="store_true", help="replace a video or still that exists")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if not 0.0 < args.seconds < math.inf:
@@ -341,6 +353,8 @@ def main(argv: list[str] | None = None) -> Path:
         except InputError as exc:
             fail(parser.prog, exc)
     check_output(parser.prog, args.still, "--still", ".png")
+    if args.still is not None and args.still.exists() and not args.force:  # before the minutes of rendering
+        fail(parser.prog, f"{args.still} already exists: --force replaces it")
     try:
         path = play(
             args.checkpoint,
@@ -353,6 +367,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.width,
             args.height,
             args.show_scan,
+            replace=args.force,
         )
     except REFUSALS as exc:
         fail(parser.prog, exc)

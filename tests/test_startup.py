@@ -129,6 +129,7 @@ EARLY_REFUSALS = [
     (["train", "algo=ppo", "algo.batch_size=64"], "algo.batch_size is a setting of sac and flashsac only"),
     (["train", "+algo.num_env=4"], "unknown key algo.num_env; did you mean algo.num_envs?"),
     (["train", "task.episode_length_s=-2"], "task.episode_length_s must be in (0, 3600], got -2.0"),
+    (["train", "algo.resume=gone/model_1.pt"], "algo.resume=gone/model_1.pt: no such checkpoint file"),
     (["eval", "--checkpoint", "gone/model_1.pt", "gone/model_2.pt"], "checkpoint not found: gone/model_1.pt"),
     (["play", "--onnx", "gone/policy.onnx"], "onnx policy not found: gone/policy.onnx"),
     (["view", "--checkpoint", "gone/model_1.pt", "--port", "0"], "checkpoint not found: gone/model_1.pt"),

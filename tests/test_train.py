@@ -187,6 +187,54 @@ def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch
     assert [event.step for event in events.Scalars("loss/loss_critic")] == [5 * 4, 10 * 4]  # the last point too
 
 
+def test_a_stopped_run_says_how_to_continue_and_that_command_continues_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """Ctrl-C's closing text holds the command that continues the run in its own directory; the checkpoint alone
+    gives that command its algorithm, task and network shapes (here PPO on the Go1, neither of them the default)."""
+    import shlex
+
+    from unilab.train.on_policy import OnPolicyTrainer
+
+    update, calls = OnPolicyTrainer.update, []
+
+    def interrupted_in_iteration_4(self):
+        calls.append(None)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return update(self)
+
+    monkeypatch.setattr(OnPolicyTrainer, "update", interrupted_in_iteration_4)
+    run_dir = tmp_path / "run"
+    extra = ("algo.max_iterations=6", "algo.num_steps_per_env=4", "algo.num_mini_batches=1")
+    overrides = [o for o in tiny(tmp_path, "mujoco", "algo=ppo", *extra) if o not in ("sim=mujoco", "algo=ppo")]
+    arguments = ["--algo", "ppo", "--task", "go1_walk_flat", *overrides]
+    with pytest.raises(SystemExit):
+        main(["--sim", "mujoco", *arguments])
+    out = capsys.readouterr().out
+    assert "The run stopped at iteration 3 of 6; to continue it:" in out
+    command = shlex.split(out.split("to continue it:\n", 1)[1].splitlines()[0])
+    checkpoint = run_dir / "model_3.pt"
+    assert command[-2:] == [f"algo.resume={checkpoint}", f"training.log_dir={run_dir}"]
+    assert command[1:-2] == ["--sim", "mujoco", *[a for a in arguments if not a.startswith("training.log_dir=")]]
+    monkeypatch.setattr(OnPolicyTrainer, "update", update)
+    # The checkpoint alone: no --algo, --task or network sizes.
+    alone = [a for a in command[1:] if not a.startswith(("algo.actor_hidden", "algo.critic_hidden"))]
+    alone = alone[alone.index("--task") + 2 :]
+    main(alone)
+    captured = capsys.readouterr()
+    assert f"train: from {checkpoint}: algo=ppo task=go1_walk_flat algo.actor_hidden=[32,32]" in captured.out
+    assert "stopped at iteration" not in captured.out
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["completed_iterations"] == 6
+    config = torch.load(run_dir / "model_6.pt", weights_only=True)["config"]
+    assert (config["algo"]["name"], config["task"]["name"], config["algo"]["actor_hidden"]) == (
+        "ppo",
+        "go1_walk_flat",
+        [32, 32],
+    )
+
+
 def _files(run_dir: Path) -> dict[str, bytes]:
     """What a run left in its directory; the lock file is rewritten by every process that takes the lock."""
     return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file() and p.name != ".lock"}

@@ -82,6 +82,15 @@ def last_values(overrides: list[str]) -> dict[str, str]:
     return values
 
 
+def resume_path(values: dict[str, str]) -> str | None:
+    """The checkpoint ``algo.resume`` names, as a plain path; None where it is unset, null or written in Hydra's
+    quotes or interpolations (the composed config has its value, and ``validate`` its checks)."""
+    path = values.get("algo.resume")
+    if not path or path == "null" or path[0] in "'\"$":
+        return None
+    return path
+
+
 def _typed(hint: object, text: str) -> float | int | None:
     """``text`` as the number a field of type ``hint`` holds, or None where it is not plainly one (Hydra then
     parses it, and reports what it cannot)."""
@@ -118,6 +127,9 @@ def check_train(arguments: list[str]) -> None:
     """Refuse, in one line, an unknown algorithm, task or backend, an unknown key of the algorithm's schema and a
     number out of its range, before the stack is imported."""
     values = last_values(split_train_args(arguments).overrides)
+    resume = resume_path(values)
+    if resume is not None and not Path(resume).is_file():
+        fail("train", f"algo.resume={resume}: no such checkpoint file")
     algo = values.get("algo", DEFAULT_ALGO)
     if algo not in ALGORITHMS:
         fail("train", unknown_name("algo", algo, list(ALGORITHMS)))
@@ -127,6 +139,8 @@ def check_train(arguments: list[str]) -> None:
     sim = values.get("sim")
     if sim not in (None, "auto", *BACKENDS):
         fail("train", unknown_name("sim", sim, BACKENDS, "backends"))
+    if resume is not None and "algo" not in values:
+        return  # the algorithm is the checkpoint's (``train.resumed_groups``), whose keys are not known yet
     try:
         check_values(algo, values)
     except ValueError as exc:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
+import shlex
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from hydra.errors import HydraException
@@ -19,11 +22,12 @@ from unilab.apps.args import fail, shell_command
 from unilab.apps.catalog import cuda_available
 from unilab.apps.compose import compose_config, task_knobs
 from unilab.apps.config import TrainConfig, settings_fields, unknown_key_message
-from unilab.apps.early import check_train, split_train_args, train_parser
+from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
 from unilab.core.files import DiskFullError
 from unilab.tasks.registry import override_names
+from unilab.train.settings import shape_keys
 
 if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
     from unilab.apps.training_run import TrainingRun
@@ -53,11 +57,53 @@ MAIN_KEYS = (
 )
 
 
-def next_steps(training: TrainingRun, summary: RunSummary) -> str:
-    """What to look at after a run, and on the CPU backend what the run was: a smoke run, not a trained policy."""
+def resumed_groups(overrides: list[str]) -> list[str]:
+    """``overrides`` with what ``algo.resume``'s checkpoint records and the command line leaves out: its algorithm,
+    its task and the settings that fix its networks' shapes, so that ``train algo.resume=PATH`` alone continues
+    the run (the command line's own values still win, and a checkpoint that cannot fit them is refused later).
+    A note says what was taken (on stdout: stderr's one line is kept for a refusal)."""
+    values = last_values(overrides)
+    path = resume_path(values)
+    if path is None:
+        return overrides
+    if not Path(path).is_file():
+        raise ValueError(f"algo.resume={path}: no such checkpoint file")
+    from unilab.apps.checkpoint import load_checkpoint, saved_config
+
+    recorded = saved_config(load_checkpoint(Path(path)), Path(path))  # refused in one line where unreadable
+    algo = recorded.algo.name
+    taken = [f"{group}={name}" for group, name in (("algo", algo), ("task", recorded.task.name)) if group not in values]
+    if values.get("algo", algo) == algo:  # the networks' shapes, where they are this algorithm's
+        shapes = {f"algo.{key}": getattr(recorded.algo, key) for key in shape_keys(type(recorded.algo))}
+        taken += [
+            f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in shapes.items() if key not in values
+        ]
+    if taken:
+        print(f"train: from {path}: {' '.join(taken)}")
+    return taken + overrides
+
+
+def resume_command(arguments: list[str], checkpoint: str, run_dir: Path) -> str:
+    """The command that continues a stopped run in its own directory: the same arguments, with ``algo.resume`` at
+    its last checkpoint and ``training.log_dir`` at its directory (a run that did not complete may be continued
+    there from its latest checkpoint)."""
+    kept = [a for a in arguments if a.lstrip("+").split("=", 1)[0] not in ("algo.resume", "training.log_dir")]
+    return shlex.join([shell_command("train"), *kept, f"algo.resume={checkpoint}", f"training.log_dir={run_dir}"])
+
+
+def next_steps(training: TrainingRun, summary: RunSummary, arguments: list[str]) -> str:
+    """What to look at after a run, and on the CPU backend what the run was: a smoke run, not a trained policy.
+    A run that stopped before its end, with a checkpoint, is told how to continue (``arguments``: its command
+    line)."""
     cfg, run_dir = training.cfg, training.run_dir
     checkpoint = summary.last_checkpoint or f"{run_dir}/model_<iteration>.pt"
     lines = []
+    if summary.status != "completed" and summary.last_checkpoint:
+        lines += [
+            f"The run stopped at iteration {summary.completed_iterations} of {cfg.algo.max_iterations}; "
+            "to continue it:",
+            f"  {resume_command(arguments, summary.last_checkpoint, run_dir)}",
+        ]
     if cfg.sim.name == "mujoco":
         lines.append(
             f"This was a short smoke run on the CPU ({cfg.algo.num_envs} envs, {summary.completed_iterations} "
@@ -149,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     args, overrides, wants_help = split_train_args(arguments)
     parser = train_parser()
     with one_line_errors(parser.prog):
-        cfg = compose_config(overrides)
+        cfg = compose_config(resumed_groups(overrides))
         if wants_help:
             train_parser(overrides_help(cfg)).print_help()
             raise SystemExit(0)
@@ -167,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     if training.world.leader:
-        print(next_steps(training, summary))
+        print(next_steps(training, summary, arguments))
     if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
         for signum in StopSignals.SIGNALS:
             signal.signal(signum, signal.SIG_IGN)

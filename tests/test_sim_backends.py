@@ -502,3 +502,23 @@ def test_a_height_fields_dropped_contacts_are_counted_not_raised() -> None:
     assert counts["height_field"] > 0 and counts["contacts"] == counts["constraints"] == 0
     backend.check_capacity()  # counted, not fatal
     assert torch.all((state["qpos"][:, 2] > 0.06) & (state["qpos"][:, 2] < 0.08))  # the box rests on the field
+
+
+def test_mjwarp_counts_the_solver_s_iteration_limit_instead_of_printing_it() -> None:
+    """With one solver iteration a standing G1 never converges: mujoco_warp would print a line per world and
+    physics step (from the kernel, on the process's stdout); the backend counts the control steps instead."""
+    code = (
+        "from unilab.robots import g1\n"
+        "from unilab.sim import SimConfig, make_backend\n"
+        "import torch\n"
+        "model = g1.load_model()\n"
+        "model.opt.iterations = model.opt.ls_iterations = 1\n"
+        "sim = make_backend('mjwarp', model, 2, device='cpu', config=SimConfig(substeps=2))\n"
+        "state = sim.initial_state()\n"
+        "for _ in range(3):\n"
+        "    sim.step_(state, state['qpos'][:, 7:].clone())\n"
+        "print('limited', sim.solver_limit_steps())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+    assert int(proc.stdout.split("limited ")[1]) > 0
+    assert "iterations limit reached" not in proc.stdout + proc.stderr

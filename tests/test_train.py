@@ -695,6 +695,26 @@ def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, c
     assert f"unilab view --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
 
 
+def test_the_closing_text_counts_the_solver_s_iteration_limits_in_one_line(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from unilab.apps.run_dir import RunSummary
+    from unilab.apps.train import next_steps
+    from unilab.robots import g1
+
+    cfg = compose_config(["sim=mujoco"])
+    sim = SimpleNamespace(model=g1.load_model(), solver_limit_steps=lambda: 0)
+    training = SimpleNamespace(cfg=cfg, run_dir=tmp_path, env=SimpleNamespace(sim=sim))
+    summary = RunSummary("completed", "sac", "g1_walk_flat", "mujoco", 16, last_checkpoint=str(tmp_path / "model_3.pt"))
+    assert "note:" not in next_steps(training, summary, [])
+    sim.solver_limit_steps = lambda: 4021
+    notes = [line for line in next_steps(training, summary, []).splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: in 4021 control steps the physics solver stopped at its iteration limit ({sim.model.opt.iterations}) "
+        "in some env before converging; each step goes on from the last iterate"
+    ]
+
+
 def test_csv_logger_writes_the_same_scalars_as_files(tmp_path: Path) -> None:
     run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=12", "training.logger=csv")))
     scalars = tmp_path / "run" / "scalars"

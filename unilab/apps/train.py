@@ -117,6 +117,13 @@ def next_steps(training: TrainingRun, summary: RunSummary, arguments: list[str])
         f"  {shell_command('unilab')} play --checkpoint {checkpoint}",
         f"  {shell_command('unilab')} view --checkpoint {checkpoint}   # in a browser (docs/viewer.md)",
     ]
+    limited = training.env.sim.solver_limit_steps()
+    if limited:  # counted, not printed per world and step as MuJoCo Warp would
+        lines.append(
+            f"note: in {limited} control steps the physics solver stopped at its iteration limit "
+            f"({training.env.sim.model.opt.iterations}) in some env before converging; "
+            "each step goes on from the last iterate"
+        )
     return "\n".join(lines)
 
 

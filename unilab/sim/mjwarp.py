@@ -45,6 +45,10 @@ _PARAM_FIELDS = {
 # The flag mujoco_warp sets in a world's ``Data.overflow`` when a height-field collision found more contacts than
 # its collider keeps.
 HFIELD_CAP = int(mjw.OverflowType.HFIELD)
+# The flags of a solve that stopped at its iteration limit. mujoco_warp prints a line for every world and physics
+# step where that happens (thousands of lines in a Go1 run on a GPU); the backend turns the print off and counts the
+# control steps instead (``solver_limit_steps``).
+SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
 # mujoco_warp's modules whose kernels a step of the G1 launches. Warp compiles a module when one of its kernels is
 # first launched, so a fresh step compiles them one after another; five of them (forward, smooth, sensor, passive,
@@ -159,6 +163,7 @@ class MjWarpBackend(SimBackend):
             # Gains, and the parameters the task varies, are per world so that tasks can randomise them; every
             # other model field stays shared (leading dimension 1).
             self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
+            self._m.opt.warn_overflow = int(self._m.opt.warn_overflow) & ~SOLVER_LIMITS
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
         began = time.perf_counter()
         preload_step_modules(self._wp_device)
@@ -175,8 +180,11 @@ class MjWarpBackend(SimBackend):
         self._nacon, self._nefc = wp.to_torch(d.nacon), wp.to_torch(d.nefc)
         # [contact overflows, constraint overflows, height-field caps], accumulated on device, read at host boundaries.
         self._overflow = torch.zeros(3, dtype=torch.int64, device=device)
-        # Per world, sticky until cleared: read and cleared after each control step, where the model has height fields.
-        self._flags = wp.to_torch(d.overflow) if model.nhfield else None
+        self._solver_limits = torch.zeros((), dtype=torch.int64, device=device)
+        # Per world, sticky until cleared: read and cleared after each control step (the solver's limits, and the
+        # height fields' caps where the model has height fields).
+        self._flags = wp.to_torch(d.overflow)
+        self._read_flags = SOLVER_LIMITS | (HFIELD_CAP if model.nhfield else 0)
         self._njmax = config.njmax
         self._naconmax = d.naconmax
 
@@ -281,9 +289,11 @@ class MjWarpBackend(SimBackend):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
-            if self._flags is not None:  # the flag stays set until cleared: one read covers every substep
+            # A flag stays set until cleared: one read covers every substep.
+            self._solver_limits += (self._flags & SOLVER_LIMITS).ne(0).any().long()
+            if self._read_flags & HFIELD_CAP:
                 self._overflow[2] += (self._flags & HFIELD_CAP).ne(0).any().long()
-                self._flags.bitwise_and_(~HFIELD_CAP)
+            self._flags.bitwise_and_(~self._read_flags)
             _refresh(self._m, self._d)
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
@@ -295,3 +305,6 @@ class MjWarpBackend(SimBackend):
 
     def overflow_tensor(self) -> torch.Tensor:
         return self._overflow
+
+    def solver_limit_steps(self) -> int:
+        return int(self._solver_limits)

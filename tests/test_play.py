@@ -301,3 +301,42 @@ def test_the_scan_points_are_drawn_where_the_scan_reads_and_a_flat_task_has_none
     flat = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=1, device="cpu")
     with pytest.raises(InputError, match="g1_walk_flat has no height scan to show"):
         play.scan_markers(flat)
+
+
+def edge_density(tile: np.ndarray) -> float:
+    """The share of pixels whose grey level steps by more than 25 to the pixel below: the lines a step's riser
+    draws against its tread."""
+    grey = tile.astype(int).mean(axis=-1)
+    return float((np.abs(np.diff(grey, axis=0)) > 25).mean())
+
+
+def test_a_video_shows_the_stairs_a_robot_stands_among(tmp_path: Path) -> None:
+    """Two robots on the hardest row of a two-row terrain: the first on the flat column, the second among pyramid
+    stairs. The terrain is drawn plain under a low side light, so each riser is a line against its tread; the
+    floor's texture is not drawn on it (a frame took about three times as long with it), and the env's own model
+    is left as it was."""
+    small = dataclasses.replace(TERRAIN, rows=2, border=2.0)
+    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2, device="cpu", terrain=small, terrain_level=1)
+    model = env.sim.model
+    textured = model.geom_matid.copy()
+    drawer = play.TileRenderer(model, 2, 640, 180, "pelvis")
+    try:
+        frame = drawer.frame(env.reset(make_rng(0))["sim", "qpos"].numpy())
+    finally:
+        drawer.close()
+    assert np.array_equal(model.geom_matid, textured)
+    assert (drawer.model.geom_matid[play.terrain_geoms(drawer.model)] == -1).all()
+    assert drawer.camera.elevation == play.TERRAIN_CAMERA_ELEVATION
+    flat, stairs = edge_density(frame[:, :320]), edge_density(frame[:, 320:])
+    assert stairs > 0.01 and stairs > 2 * flat, (flat, stairs)
+
+
+def test_a_video_starts_a_terrain_task_s_robots_on_its_middle_row() -> None:
+    rows = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=1).task.terrain.rows
+    assert play.terrain_start("g1_walk_rough", None) == {"terrain_level": rows // 2}
+    assert play.terrain_start("g1_walk_rough", "all") == {"terrain_level": "all"}
+    assert play.terrain_start("g1_walk_rough", "start") == {} == play.terrain_start("g1_walk_flat", None)
+    with pytest.raises(InputError, match=rf"--terrain-level must be a row, 0 to {rows - 1}"):
+        play.terrain_start("g1_walk_rough", rows)
+    with pytest.raises(InputError, match="g1_walk_flat walks on a flat floor"):
+        play.terrain_start("g1_walk_flat", 2)

@@ -17,6 +17,7 @@ hides by default, so the scene option turns group 3 on.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import sys
@@ -40,10 +41,20 @@ from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.mdp.terrain import scan_points
-from unilab.tasks.registry import list_tasks, make_functional_env, make_task
+from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
 
 COLLISION_GROUP = 3
 CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
+# On a terrain the camera stands back and looks down more, so a tile's steps and slopes around the robot fill the
+# frame instead of lying edge-on towards the horizon.
+TERRAIN_CAMERA_DISTANCE, TERRAIN_CAMERA_ELEVATION = 4.0, -35.0
+# The terrain as a video draws it: one plain colour, lit from low and to the side. The floor's checker texture,
+# mapped over a height field's hundreds of thousands of triangles, made a frame four times slower on a software
+# rasteriser, and under a light from straight above every flat face, tread or platform, came out one shade: the
+# stairs vanished. A low side light makes each riser light or dark against the treads.
+TERRAIN_RGBA = np.array([0.55, 0.6, 0.65, 1.0], dtype=np.float32)
+TERRAIN_LIGHT_DIR = np.array([0.8, 0.5, -0.45]) / np.linalg.norm([0.8, 0.5, -0.45])
+TERRAIN_LIGHT_DIFFUSE, TERRAIN_HEADLIGHT_DIFFUSE, TERRAIN_HEADLIGHT_AMBIENT = 0.8, 0.15, 0.2
 # What a second of H.264 video takes per pixel of frame, at the control rate (50 frames): a generous estimate, about
 # a fiftieth of the raw RGB frames, so that a disk too full for the video is refused before the rendering.
 VIDEO_BYTES_PER_PIXEL_SECOND = 3.0
@@ -82,6 +93,31 @@ def _even(value: int) -> int:
     return value - value % 2
 
 
+def terrain_geoms(model: mujoco.MjModel) -> np.ndarray:
+    """The terrain's pieces: where the world holds a height field, it and the boxes fixed to the world (the level
+    pieces of a tiled terrain); none in a scene without one."""
+    fixed = model.geom_bodyid == 0
+    if not np.any(fixed & (model.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD)):
+        return np.zeros(0, dtype=int)
+    kinds = (mujoco.mjtGeom.mjGEOM_HFIELD, mujoco.mjtGeom.mjGEOM_BOX)
+    return np.flatnonzero(fixed & np.isin(model.geom_type, kinds))
+
+
+def render_model(model: mujoco.MjModel) -> mujoco.MjModel:
+    """A copy of ``model`` to draw: where it has a terrain, the terrain plain and lit from low and to the side
+    (``TERRAIN_RGBA``). Physics never reads the copy, and the env's own model stays as it was."""
+    model = copy.copy(model)
+    terrain = terrain_geoms(model)
+    if len(terrain):
+        model.geom_matid[terrain] = -1
+        model.geom_rgba[terrain] = TERRAIN_RGBA
+        model.light_dir[:] = TERRAIN_LIGHT_DIR
+        model.light_diffuse[:] = TERRAIN_LIGHT_DIFFUSE
+        model.vis.headlight.diffuse[:] = TERRAIN_HEADLIGHT_DIFFUSE
+        model.vis.headlight.ambient[:] = TERRAIN_HEADLIGHT_AMBIENT
+    return model
+
+
 MARKER_SIZE = np.array([0.015, 0.0, 0.0])
 MARKER_RGBA = np.array([1.0, 0.55, 0.0, 1.0], dtype=np.float32)
 IDENTITY = np.eye(3).flatten()
@@ -106,6 +142,7 @@ class TileRenderer:
         self.tile_h, self.tile_w = _even(height // self.rows), _even(width // self.cols)
         if self.tile_h < 2 or self.tile_w < 2:
             raise ValueError(f"{width}x{height} is too small for {num_tiles} tiles")
+        model = render_model(model)
         if self.tile_w > model.vis.global_.offwidth or self.tile_h > model.vis.global_.offheight:
             # The offscreen buffer is sized by the model; grow it rather than fail on a large request.
             model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.tile_w)
@@ -125,8 +162,9 @@ class TileRenderer:
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
         self.camera.trackbodyid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, track_body)
-        self.camera.distance = CAMERA_DISTANCE
-        self.camera.elevation = CAMERA_ELEVATION
+        on_terrain = len(terrain_geoms(model)) > 0
+        self.camera.distance = TERRAIN_CAMERA_DISTANCE if on_terrain else CAMERA_DISTANCE
+        self.camera.elevation = TERRAIN_CAMERA_ELEVATION if on_terrain else CAMERA_ELEVATION
         self.camera.azimuth = CAMERA_AZIMUTH
 
     def frame(self, qpos: np.ndarray, markers: np.ndarray | None = None) -> np.ndarray:
@@ -260,6 +298,24 @@ def shown_overrides(task: str, overrides: dict[str, Any], seconds: float) -> dic
     return {**shown, "episode_length_s": max(make_task(task, **shown).episode_length_s, float(seconds))}
 
 
+def terrain_start(task: str, level: int | str | None) -> dict[str, Any]:
+    """The task argument that places a video's robots on a terrain: ``level`` a row or ``"all"`` (as the task's
+    ``terrain_level`` takes them), ``"start"`` the task's own start, None the middle row. The curriculum starts on
+    its first, nearly level rows, where a video shows a robot on what looks like flat ground; the middle row's
+    stairs and slopes show what the policy was trained for. Nothing for a task on a flat floor."""
+    terrain = make_task(task).terrain
+    if terrain is None or "terrain_level" not in override_names(task):
+        if level is not None:
+            raise InputError(f"task {task} walks on a flat floor; --terrain-level needs a task on terrain")
+        return {}
+    if level == "start":
+        return {}
+    level = terrain.rows // 2 if level is None else level
+    if level != "all" and not (isinstance(level, int) and 0 <= level < terrain.rows):
+        raise InputError(f"--terrain-level must be a row, 0 to {terrain.rows - 1}, 'all' or 'start'; got {level!r}")
+    return {"terrain_level": level}
+
+
 def video_path(checkpoint: Path | None, onnx: Path | None, out: Path | None) -> Path:
     """Where ``play`` writes its video: ``out`` where it ends in ``.mp4``, else ``play_video.mp4`` in ``out`` or,
     without one, beside the policy file."""
@@ -281,12 +337,14 @@ def play(
     height: int = 360,
     show_scan: bool = False,
     replace: bool = True,
+    terrain_level: int | str | None = None,
 ) -> Path:
     """Render a policy on the CPU ``mujoco`` backend; returns the video path.
 
     ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
     video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
     (``shown_overrides``). ``show_scan`` draws the points the actor's height scan reads (tasks on terrain).
+    ``terrain_level`` places the robots of a task on terrain (``terrain_start``: by default its middle row).
     ``replace`` False refuses a video already at the target, once the policy is known to fit and before the
     rendering (``unilab play`` without ``--force``: a video is minutes of work, and its replacement is asked for,
     never done in passing); a training run replaces its own.
@@ -296,7 +354,7 @@ def play(
     if onnx is not None and not Path(onnx).is_file():
         raise InputError(f"onnx policy not found: {onnx}")
     source = policy_source(checkpoint, onnx, task)
-    overrides = shown_overrides(source.task, source.overrides, seconds)
+    overrides = shown_overrides(source.task, source.overrides, seconds) | terrain_start(source.task, terrain_level)
     check_rollout_memory(source.task, overrides, num_envs, "cpu", record=False)
     env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
     markers = scan_markers(env) if show_scan else None
@@ -325,6 +383,14 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--still", type=Path, default=None, help="also write the middle frame to this PNG")
     parser.add_argument(
         "--show-scan", action="store_true", help="draw the points the height scan reads (tasks on terrain)"
+    )
+    parser.add_argument(
+        "--terrain-level",
+        type=lambda text: int(text) if text.isdigit() else text,
+        default=None,
+        metavar="ROW",
+        help="tasks on terrain: the row the robots start on, 'all' (spread over every tile) or 'start' (the "
+        "task's own start); default: the middle row",
     )
     parser.add_argument("--force", action="store_true", help="replace a video or still that exists")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -368,6 +434,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.height,
             args.show_scan,
             replace=args.force,
+            terrain_level=args.terrain_level,
         )
     except REFUSALS as exc:
         fail(parser.prog, exc)

@@ -3,7 +3,9 @@ training stream's log-point copies, bad input, and the page rendered in a real h
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -25,7 +27,7 @@ from unilab.apps.train import run
 from unilab.apps.viewer import geometry, stream
 from unilab.apps.viewer.controls import SPEEDS, Controls
 from unilab.apps.viewer.live import LiveSession, clip_names, walking_command
-from unilab.apps.viewer.scene import RobotScene, add_geom, shown_geoms
+from unilab.apps.viewer.scene import FILL, RobotScene, add_geom, robots_size, shown_geoms
 from unilab.apps.viewer.server import LOOPBACK, serve
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
@@ -131,6 +133,21 @@ def test_on_a_terrain_the_robots_stay_on_their_tiles_and_the_page_looks_at_the_f
     scene.show(qpos)
     assert not scene.offsets.any()
     assert np.allclose(server.initial_camera.look_at, scene.frames[0][0].position, atol=1e-5)
+
+
+@pytest.mark.parametrize("task", ["g1_walk_flat", "go1_walk_flat"])
+def test_a_new_page_frames_the_robot_by_its_size(server, task: str) -> None:
+    """The page opens looking at the robot's base from where its largest dimension fills ``FILL`` of the view's
+    height: the Go1, a third of the G1's size, is seen from a third of the distance."""
+    env = make_functional_env(task, sim="mujoco", num_envs=1)
+    scene = RobotScene(server, env.sim.model, num_robots=1)
+    scene.show(env.reset(make_rng(0))["sim", "qpos"].numpy())
+    camera = server.initial_camera
+    assert np.allclose(camera.look_at, scene.frames[0][0].position, atol=1e-5)
+    size = robots_size(env.sim.model, scene.datas, scene.offsets)
+    distance = np.linalg.norm(np.subtract(camera.position, camera.look_at))
+    assert np.isclose(size / (2 * distance * np.tan(camera.fov / 2)), FILL)
+    assert {"g1_walk_flat": 1.2, "go1_walk_flat": 0.5}[task] < size < {"g1_walk_flat": 1.6, "go1_walk_flat": 0.8}[task]
 
 
 # -- controls and the live loop -----------------------------------------------------------------------------------
@@ -314,7 +331,31 @@ def browser() -> str | None:
     )
 
 
-def test_the_page_renders_the_robot_in_headless_chromium(onnx_path: Path, tmp_path: Path) -> None:
+# What the panel of a walking policy shows, each an element's whole text (docs/viewer.md).
+CONTROLS = ("play", "reset", "speed", "walking command", "steer", "forward m/s", "sideways m/s", "turn rad/s")
+
+
+def page_texts(dom: str) -> list[str]:
+    """The texts of a page's elements, in order, from the DOM Chromium dumps (scripts and styles left out)."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", dom, flags=re.S).replace("<wbr>", "")
+    return [html.unescape(text).strip() for text in re.split(r"<[^>]+>", body) if text.strip()]
+
+
+def chromium(binary: str, address: str, output: str) -> subprocess.CompletedProcess:
+    """The page at ``address`` loaded in headless Chromium, then ``output`` (``--dump-dom`` or
+    ``--screenshot=PATH``). Software WebGL (SwiftShader): the test machine needs no GPU. The virtual-time budget
+    lets the page load, connect its websocket and draw the scene first."""
+    flags = ["--headless", "--no-sandbox", "--disable-dev-shm-usage", "--enable-unsafe-swiftshader"]
+    flags += ["--use-angle=swiftshader", f"--window-size={PAGE_W},{PAGE_H}", "--virtual-time-budget=3000"]
+    return subprocess.run([binary, *flags, output, address], capture_output=True, text=True, timeout=120)
+
+
+PAGE_W, PAGE_H = 800, 600
+
+
+def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_path: Path, tmp_path: Path) -> None:
+    """The panel holds every control the docs describe, and a new page frames the robot: it spans at least a
+    quarter of the view's height (a fixed camera once showed the G1 at a sixth and the Go1 as a speck)."""
     binary = browser()
     if binary is None:
         pytest.skip("no Chromium browser found (apt-get install chromium, or set UNILAB_CHROMIUM)")
@@ -322,29 +363,20 @@ def test_the_page_renders_the_robot_in_headless_chromium(onnx_path: Path, tmp_pa
     server = session.scene.server
     shot = tmp_path / "page.png"
     try:
-        # Software WebGL (SwiftShader): the test machine needs no GPU. The virtual-time budget lets the page load,
-        # connect its websocket and draw the scene before the screenshot.
-        command = [
-            binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-dev-shm-usage",
-            "--enable-unsafe-swiftshader",
-            "--use-angle=swiftshader",
-            "--window-size=800,600",
-            "--virtual-time-budget=3000",
-            f"--screenshot={shot}",
-            address,
-        ]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        dom = chromium(binary, address, "--dump-dom")
+        result = chromium(binary, address, f"--screenshot={shot}")
         assert shot.is_file(), result.stderr[-2000:]
     finally:
         stop.set()
         thread.join(timeout=5)
         server.stop()
+    texts = page_texts(dom.stdout)
+    assert [control for control in CONTROLS if control not in texts] == [], dom.stderr[-2000:]
     image = imageio.imread(shot)[..., :3].astype(int)
     assert image.std() > 10, "the screenshot is blank"
     r, g, b = image[..., 0], image[..., 1], image[..., 2]
     robot = (g > r + 40) & (g > b + 40)  # the G1's geoms are green; the page, floor and panel are not
     robot[:60] = robot[-150:, :150] = False  # but the connection icon and the axes gizmo have green in them
     assert robot.sum() > 800, f"only {robot.sum()} robot-coloured pixels: the bodies did not render"
+    rows = np.flatnonzero(robot.any(axis=1))
+    assert rows[-1] - rows[0] > PAGE_H / 4, f"the robot spans {rows[-1] - rows[0]} of {PAGE_H} pixels"

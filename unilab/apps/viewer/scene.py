@@ -23,7 +23,12 @@ SHOWN_GROUPS = (0, 1, 2, 3)
 INFINITE_PLANE_HALF = 10.0  # metres drawn of a plane MuJoCo makes infinite (size 0)
 SPACING = 1.5  # metres between robots drawn side by side on a flat floor
 FLOOR_RGB = (150, 150, 150)
-CAMERA_POSITION, CAMERA_TARGET = (3.5, -3.5, 2.0), (0.0, 0.0, 0.6)  # where a new page looks from, and at
+# Where a new page looks from, relative to what it looks at: from the front right and a little above.
+CAMERA_DIRECTION = np.array([1.0, -1.0, 0.57]) / np.linalg.norm([1.0, -1.0, 0.57])
+# The share of the view's height that the robots' largest dimension spans on a new page. A fixed camera position
+# framed the G1 at a sixth of the page and the Go1, a third of its size, as a speck; the distance follows the
+# robots' size instead.
+FILL = 0.4
 G = mujoco.mjtGeom
 
 
@@ -79,6 +84,22 @@ def add_geom(scene: viser.SceneApi, name: str, model: mujoco.MjModel, geom: int)
     return scene.add_mesh_simple(name, vertices, faces, color=rgb, **pose)
 
 
+def robots_size(model: mujoco.MjModel, datas: Sequence[mujoco.MjData], offsets: np.ndarray) -> float:
+    """The largest dimension (m) of the box around the robots whose kinematics ``datas`` hold, drawn at ``offsets``
+    (robots, 3): the bounding spheres of every geom off the world body."""
+    moving = model.geom_bodyid > 0
+    centres = np.concatenate([data.geom_xpos[moving] + offset for data, offset in zip(datas, offsets, strict=True)])
+    reach = np.tile(model.geom_rbound[moving, None], (len(datas), 1))
+    low, high = (centres - reach).min(axis=0), (centres + reach).max(axis=0)
+    return float((high - low).max())
+
+
+def camera_offset(size: float, fov: float) -> np.ndarray:
+    """Where a camera of vertical field of view ``fov`` (radians) stands, from what it looks at, to see ``size``
+    metres as ``FILL`` of its view."""
+    return CAMERA_DIRECTION * size / (2 * FILL * np.tan(fov / 2))
+
+
 def _body_name(model: mujoco.MjModel, body: int) -> str:
     return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, body) or f"body{body}"
 
@@ -97,17 +118,19 @@ class RobotScene:
         self.datas = [mujoco.MjData(model) for _ in range(num_robots)]
         scene = server.scene
         scene.set_up_direction("+z")
-        server.initial_camera.position = CAMERA_POSITION
-        server.initial_camera.look_at = CAMERA_TARGET
         for geom in shown_geoms(model, 0):
             add_geom(scene, f"/world/geom{geom}", model, geom)
         # Robots stand side by side on a flat floor; on a terrain each world has its own place on it already.
         flat = not np.any(model.geom_type == G.mjGEOM_HFIELD)
-        self._aim_at_first_robot = not flat  # on a terrain the robots stand on their tiles, far from the origin
+        self._framed = num_robots if flat else 1  # on a terrain the first robot, alone on its tile
+        self._aim = True  # again at the first ``show``: the robots stand where their env put them
         self.offsets = np.zeros((num_robots, 3))
         if flat:
             self.offsets[:, 1] = SPACING * (np.arange(num_robots) - (num_robots - 1) / 2)
         self.bodies = [b for b in range(1, model.nbody) if shown_geoms(model, b)]
+        for data in self.datas:  # the initial pose, framed until the first ``show`` says where the robots are
+            mujoco.mj_kinematics(model, data)
+        self._aim_camera()
         self.frames: list[list[viser.FrameHandle]] = []
         for robot in range(num_robots):
             frames = []
@@ -142,8 +165,16 @@ class RobotScene:
                 for i, frame in enumerate(frames):
                     frame.position = positions[robot, i]
                     frame.wxyz = quats[robot, i]
-        if self._aim_at_first_robot:  # new pages look at where the first robot started
-            self._aim_at_first_robot = False
-            target = positions[0, 0]
-            self.server.initial_camera.look_at = tuple(target)
-            self.server.initial_camera.position = tuple(target + np.subtract(CAMERA_POSITION, CAMERA_TARGET))
+        if self._aim:
+            self._aim = False
+            self._aim_camera()
+
+    def _aim_camera(self) -> None:
+        """Point new pages at the framed robots' base (their mean) as the ``datas`` last placed them, from a
+        distance at which they fill ``FILL`` of the view."""
+        camera, framed = self.server.initial_camera, slice(self._framed)
+        datas, offsets = self.datas[framed], self.offsets[framed]
+        size = robots_size(self.model, datas, offsets)
+        target = np.mean([data.xpos[self.bodies[0]] for data in datas], axis=0) + offsets.mean(axis=0)
+        camera.look_at = tuple(target)
+        camera.position = tuple(target + camera_offset(size, camera.fov))

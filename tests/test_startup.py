@@ -37,10 +37,16 @@ def test_unilab_help_imports_nothing_heavy() -> None:
     assert not [name for name in HEAVY if name in modules]
 
 
-def test_unilab_list_imports_torch_alone() -> None:
-    """``unilab list`` asks torch whether there is a GPU (the default backend), and nothing else of the stack."""
+def test_unilab_list_imports_nothing_heavy() -> None:
+    """``unilab list`` names the default backend, which depends on a GPU: it asks the driver, not torch."""
     modules = imported_by(["list"])
-    assert not [name for name in HEAVY if name != "torch" and name in modules]
+    assert not [name for name in HEAVY if name in modules]
+
+
+def test_the_gpu_probe_agrees_with_torch() -> None:
+    import torch
+
+    assert catalog.cuda_available() == torch.cuda.is_available()
 
 
 def test_a_training_run_loads_the_viewer_only_when_it_serves_one() -> None:

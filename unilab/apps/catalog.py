@@ -8,8 +8,12 @@ registry, so it cannot drift from the real one. The algorithms need no table: th
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import re
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import NamedTuple
 
 from unilab.train.registry import ALGORITHMS
@@ -51,10 +55,21 @@ def task_names() -> list[str]:
 
 
 def cuda_available() -> bool:
-    """Whether torch sees a GPU: the one fact here that needs torch (about one ``import torch``)."""
-    import torch
-
-    return torch.cuda.is_available()
+    """Whether torch would see a GPU, found without importing it (that import alone costs as much as the rest of
+    ``unilab list``): torch must be a CUDA build (``torch/version.py`` names its CUDA version) and the driver must
+    report a device, as ``torch.cuda.is_available`` asks it (``CUDA_VISIBLE_DEVICES`` applies)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    built = re.search(r"^cuda\b[^=]*=\s*(\S+)", (Path(spec.origin).parent / "version.py").read_text(), re.MULTILINE)
+    if built is None or built.group(1) == "None":
+        return False
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
 
 
 def default_backend() -> str:

@@ -194,3 +194,15 @@ def test_the_train_command_checks_before_it_imports(monkeypatch: pytest.MonkeyPa
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert proc.stdout.split()[-1] == "False" and "did you mean g1_walk_rough?" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "play", "view", "bench", "cache"])
+def test_help_shows_no_markup(command: str, capsys: pytest.CaptureFixture) -> None:
+    """A command's description is its module docstring's first line, written for the docs; --help drops the markup."""
+    from unilab.apps.cli import COMMANDS
+
+    module = __import__(COMMANDS[command][0], fromlist=["main"])
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--help"])
+    help_text = capsys.readouterr().out
+    assert exit_info.value.code == 0 and help_text.startswith("usage: ") and "``" not in help_text

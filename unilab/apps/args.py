@@ -46,6 +46,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         fail(self.prog, message)
 
+    def format_help(self) -> str:
+        """argparse's help without reST's literal quotes (doubled backquotes): descriptions come from docstrings,
+        written for the docs, and on a terminal the quotes are noise."""
+        return super().format_help().replace("``", "")
+
 
 def fail(prog: str, message: object) -> NoReturn:
     """A user-input error: one line naming the problem, exit status 2 (argparse's convention), no traceback."""

@@ -8,11 +8,17 @@ TORCH ?= torch==2.13.0
 
 setup: $(VENV)/.installed
 
+# pip -q is silent for minutes; a line before each step says what the wait is. setuptools warns on every editable
+# install about folders named like the package (docs/custom_task.md says where that matters); the warning is left out.
 $(VENV)/.installed: pyproject.toml
+	@echo "setup: creating $(VENV)"
 	python3 -m venv $(VENV)
+	@echo "setup: upgrading pip"
 	$(PY) -m pip install -q --upgrade pip
+	@echo "setup: installing $(TORCH) (the largest download: a minute or more)"
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	@echo "setup: installing unilab and its dependencies (torchrl, MuJoCo, MuJoCo Warp, ...: a minute or more)"
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
 # The main job: SAC on g1_walk_flat with this machine's defaults (mjwarp on CUDA, else C MuJoCo, small sizes).

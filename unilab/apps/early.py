@@ -94,6 +94,8 @@ def resume_path(values: dict[str, str]) -> str | None:
 def _typed(hint: object, text: str) -> float | int | None:
     """``text`` as the number a field of type ``hint`` holds, or None where it is not plainly one (Hydra then
     parses it, and reports what it cannot)."""
+    if typing.get_origin(hint) is list:  # a list of sizes: Hydra's syntax, Hydra's checks
+        return None
     kinds = typing.get_args(hint) or (hint,)
     if float in kinds and _FLOAT.fullmatch(text):
         return float(text)
@@ -152,6 +154,8 @@ class _Malformed(Exception):
 
 
 class _QuietParser(argparse.ArgumentParser):
+    """Raises where argparse would print its usage and exit: the command's own parser reports the line."""
+
     def error(self, message: str) -> typing.NoReturn:
         raise _Malformed(message)
 
@@ -174,7 +178,8 @@ def check_policy_files(command: str, arguments: list[str]) -> None:
 
 
 def check_command(command: str, arguments: list[str]) -> None:
-    """The early checks of ``command`` (a ``unilab`` subcommand, or ``train``); help is never refused here."""
+    """The early checks of ``command`` (a ``unilab`` subcommand, or ``train``). ``--help`` of eval, play and view is
+    left to the command; ``train --help`` composes the config it describes, so it is refused as a run would be."""
     if any(a in ("-h", "--help") for a in arguments) and command != "train":
         return
     if command == "train":

@@ -23,6 +23,7 @@ from unilab.apps.config import TrainConfig, settings_fields
 from unilab.apps.run_dir import RunSummary
 from unilab.apps.signals import StopSignals
 from unilab.core.files import DiskFullError
+from unilab.envs.runner import NonFiniteError
 from unilab.tasks.registry import override_names
 from unilab.train.registry import ALGORITHMS
 
@@ -193,6 +194,10 @@ def main(argv: list[str] | None = None) -> None:
         lost_rank(parser.prog, exc)
     except DiskFullError as exc:  # the summary says so too, if there was room for it
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except NonFiniteError as exc:  # a task's term, not this code, is at fault: name it, no traceback
+        last = training.progress.last_checkpoint or "none"
+        print(f"{parser.prog}: error: {exc} (the last good checkpoint: {last})", file=sys.stderr)
         raise SystemExit(1) from None
     if training.world.leader:
         print(next_steps(training, summary))

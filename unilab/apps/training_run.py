@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
 from torchrl_ext.export import export_policy_onnx
-from unilab.apps.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
+from unilab.apps.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
 from unilab.apps.compose import task_overrides
 from unilab.apps.config import TrainConfig
 from unilab.apps.loggers import RunLogger
@@ -46,8 +46,9 @@ from unilab.apps.watchdog import StallWatchdog
 from unilab.core.cache_dirs import configure
 from unilab.core.files import DiskFullError, replacing
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import NonFiniteError
 from unilab.tasks.registry import make_functional_env
-from unilab.train.loop import IterationTimer, Lap, LogPoint, Trainer
+from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
 
@@ -67,6 +68,7 @@ class Progress:
     health: dict[str, int] = field(default_factory=dict)  # the latest log point's counters
     digest: str | None = None  # of the final weights, checked across ranks
     in_sync: bool | None = None
+    poisoned: bool = False  # a NaN or an infinity was found: nothing after the last checkpoint may be saved
 
 
 @dataclass
@@ -170,6 +172,7 @@ class TrainingRun:
                 self.progress.status = "interrupted"
             except Exception as exc:
                 self.progress.status, self.progress.error = "failed", f"{type(exc).__name__}: {exc}"
+                self.progress.poisoned = isinstance(exc, NonFiniteError)
                 raise
             finally:
                 result = self._finish()
@@ -268,7 +271,8 @@ class TrainingRun:
                 self._log_ready(wait=True)
             for laps in [*(point.laps for point in self.pending), self.timer.take()]:  # time every iteration
                 self._record_laps(laps)
-            if self.world.leader and progress.status != "completed" and trainer.iteration > self.start_iteration:
+            saving = progress.status != "completed" and not progress.poisoned
+            if self.world.leader and saving and trainer.iteration > self.start_iteration:
                 progress.last_checkpoint = self._save()
             if progress.status == "completed" or self._stopping:  # every rank is here; after a failure one may not be
                 self._compare_weights()
@@ -341,6 +345,11 @@ class TrainingRun:
         self._publish(self._summary("failed"))
 
     def _save(self) -> str:
+        """The trainer as ``model_<iteration>.pt``, once nothing it learnt from was NaN or infinite and none of its
+        own tensors is; else ``NonFiniteValueError`` and nothing written (the previous checkpoint stays the last)."""
+        report = self.trainer.report_now()  # waits for the device, as the write below would
+        self.progress.health.update(report.health)
+        self.trainer.check(report)
         # Wall time since `train` started rides along (continued across resumes), so evaluating saved
         # checkpoints gives time-to-threshold.
         state = {
@@ -349,6 +358,12 @@ class TrainingRun:
             "train_wall_time_sec": self.wall_before + time.perf_counter() - self.launched,
             "loop_wall_time_sec": self._loop_seconds(),
         }
+        broken = nonfinite_tensors(state)
+        if broken:  # with every reward, observation and loss finite: an overflow inside the update itself
+            raise NonFiniteValueError(
+                f"the learner's state turned NaN or infinite in {', '.join(broken[:3])} by iteration "
+                f"{self.trainer.iteration}; the run stopped without saving it"
+            )
         path = save_checkpoint(state, self.run_dir / f"model_{self.trainer.iteration}.pt")
         prune_checkpoints(self.run_dir, self.cfg.training.keep_checkpoints, path)
         return str(path)
@@ -371,8 +386,10 @@ class TrainingRun:
         point.laps = []  # timed once, whatever fails below
         if self.viewer is not None:
             self.viewer.publish()
-        metrics, stats, counts = self.trainer.report(point)
-        self.progress.health.update(counts)
+        report = self.trainer.read(point)
+        self.progress.health.update(report.health)  # before the check, so the summary counts what it names
+        self.trainer.check(report)
+        metrics, stats, counts = report.metrics, report.episodes, report.health
         if "episode_return" in stats:
             self.progress.last_episodes = stats
         rate = self.meter.tail_env_steps_per_sec()

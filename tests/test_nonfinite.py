@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tensordict import TensorDict
 from test_train import tiny
 
 from unilab.apps.checkpoint import list_checkpoints, nonfinite_tensors
@@ -128,3 +129,26 @@ def test_a_checkpoint_write_checks_the_counters_first(tmp_path: Path, monkeypatc
         run(compose_config([*overrides, "training.log_interval=1000", "algo.max_iterations=40"]))
     _checkpoints_are_finite(tmp_path / "run")
 
+
+
+def test_the_guards_read_nothing_back_to_the_host() -> None:
+    """The counting runs inside the recorded steps: it traces whole (``fullgraph``; a graph break is the CPU-visible
+    form of a host read) and counts what the eager code counts."""
+    from unilab.apps.compose import compose_config
+    from unilab.tasks.registry import make_functional_env
+    from unilab.train.off_policy import OffPolicyTrainer
+
+    small = ["algo.batch_size=16", "algo.replay_buffer_n=8", "algo.actor_hidden=[16]", "algo.critic_hidden=[16]"]
+    cfg = compose_config(["sim=mujoco", "algo.num_envs=2", *small]).algo
+    trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
+    transition = trainer.runner.step().clone()
+    transition["policy"][1, 3] = float("nan")
+    transition["reward_terms", "alive"][0] = float("inf")
+    terms = torch.stack([transition["reward_terms", name] for name in trainer._term_names])
+    torch.compile(trainer._guard_step, fullgraph=True, backend="aot_eager")(terms, transition)
+    losses = torch.compile(trainer._guard_losses, fullgraph=True, backend="aot_eager")
+    losses(TensorDict({"loss_critic": torch.tensor(1.0), "q_mean": torch.tensor(float("nan"))}, batch_size=[]))
+    report = trainer.report_now()
+    assert report.nonfinite == {"reward term 'alive'": (1, 1), "observation group 'policy'": (1, 1)}
+    assert report.health["nonfinite_rewards"] == report.health["nonfinite_observations"] == 1
+    assert report.health["nonfinite_losses"] == 1

@@ -12,6 +12,7 @@ import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
+from unilab.envs.model_check import check_model, check_scene_size
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -58,11 +59,15 @@ class TaskConfig:
 
 
 def task_model(task: TaskConfig) -> mujoco.MjModel:
-    """The task's compiled scene, its terrain built in, with the task's solver settings applied."""
+    """The task's compiled scene, its terrain built in, with the task's solver settings applied; refused in one line
+    where it is too large (before MuJoCo reads it) or does not fit the robot's config (``unilab.envs.model_check``)."""
+    check_scene_size(task.scene)
     if task.terrain is None:
-        return load_model(task.scene, task.physics)
-    model = terrain_model(task.scene, generate(task.terrain))
-    task.physics.apply(model)
+        model = load_model(task.scene, task.physics)
+    else:
+        model = terrain_model(task.scene, generate(task.terrain))
+        task.physics.apply(model)
+    check_model(model, task.robot, task.scene)
     return model
 
 

@@ -130,7 +130,6 @@ def test_a_checkpoint_write_checks_the_counters_first(tmp_path: Path, monkeypatc
     _checkpoints_are_finite(tmp_path / "run")
 
 
-
 def test_the_guards_read_nothing_back_to_the_host() -> None:
     """The counting runs inside the recorded steps: it traces whole (``fullgraph``; a graph break is the CPU-visible
     form of a host read) and counts what the eager code counts."""

@@ -21,6 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf, open_dict
 
 from unilab.apps.config import TaskSelection, TrainConfig, check_bools, schema, validate
+from unilab.core.ranges import Range
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
@@ -202,9 +203,28 @@ def check_task_keys(cfg: TrainConfig) -> None:
         raise ValueError(
             f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
+    ranges = knob_ranges(cfg.task.name)
     for knob, value in cfg.task.knobs.items():
         if not _fits(knobs[knob], value):
             raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
+        if knob in ranges:
+            ranges[knob].check(f"task.{knob}", value)
+
+
+def knob_ranges(name: str) -> dict[str, Range]:
+    """The ranges task ``name``'s factory declares for its knobs, in their annotations
+    (``Annotated[float, Range(...)]``, as ``unilab.envs.config.NoiseScale``); a knob without one is the factory's to
+    check."""
+    try:
+        parameters = inspect.signature(get_task(name).make_config, eval_str=True).parameters.values()
+    except NameError:  # an annotation only a type checker resolves: the factory declares no range it could read
+        return {}
+    return {
+        p.name: meta
+        for p in parameters
+        for meta in getattr(p.annotation, "__metadata__", ())
+        if isinstance(meta, Range)
+    }
 
 
 def _fits(default: object, value: object) -> bool:

@@ -6,12 +6,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
+from unilab.core.ranges import Range
 from unilab.envs.model_check import check_model, check_scene_size
 from unilab.managers.terms import (
     ActionTerm,
@@ -24,6 +25,10 @@ from unilab.managers.terms import (
 )
 from unilab.sim import SimConfig, load_model
 from unilab.terrain import TerrainConfig, generate, terrain_model
+
+# A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
+# config, before any work. 0 turns the noise off; ten times a task's noise already drowns what it observes.
+NoiseScale = Annotated[float, Range(0.0, 10.0, why="a multiple of the task's noise; 0 turns it off")]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.envs.randomization import Randomization
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
 from unilab.tasks.g1_walk_flat_rand import make_task as make_rand_task
@@ -21,7 +21,7 @@ ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=96, njmax=600, foot
 
 
 def make_task(
-    noise_scale: float = 1.0,
+    noise_scale: NoiseScale = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
     terrain_level: int | str | None = None,

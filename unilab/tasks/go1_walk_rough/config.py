@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.envs.randomization import Randomization, randomize
 from unilab.managers.terms import TerminationTerm
 from unilab.mdp import terminations
@@ -41,7 +41,7 @@ KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm
 
 
 def make_task(
-    noise_scale: float = 1.0,
+    noise_scale: NoiseScale = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
     terrain_level: int | str | None = None,

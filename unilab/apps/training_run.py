@@ -8,6 +8,7 @@ iteration in lockstep with the others (the update block's all-reduces hold them 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -84,15 +85,17 @@ class TrainingRun:
     startup: StartupClock  # seconds per start-up phase; the loop adds the pre-fill and the first iteration
     wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
     loop_before: float  # seconds of training loop, likewise
+    signals: StopSignals = field(default_factory=StopSignals)  # installed by the command, else by ``run``
 
     @property
     def run_dir(self) -> Path:
         return self.claim.run_dir
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig) -> TrainingRun:
+    def prepare(cls, cfg: TrainConfig, signals: StopSignals | None = None) -> TrainingRun:
         """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
-        ``ValueError`` (one line) for bad input, before the first iteration."""
+        ``ValueError`` (one line) for bad input, before the first iteration. ``signals``: the command's, installed
+        before its start-up (``StopSignals.raising``)."""
         launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
         clock = StartupClock(IMPORTED_AFTER_S)
         caches = configure()  # the command placed them before its imports; a run started from Python, here
@@ -143,6 +146,7 @@ class TrainingRun:
             startup=clock,
             wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
             loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
+            signals=signals or StopSignals(),
         )
 
     def run(self) -> RunSummary:
@@ -159,11 +163,26 @@ class TrainingRun:
 
     def _run(self) -> RunSummary:
         cfg, world = self.cfg, self.world
+        # From the first file on until the final checkpoint, summary and policy are written, a signal asks for a stop
+        # (even one in the middle of the first summary's write); playback can be interrupted.
+        with contextlib.nullcontext() if self.signals.installed else self.signals:
+            self.signals.defer()
+            result = self._train()
+            self.signals.interrupt()
+        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
+        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
+            self._playback(result)
+        if world.leader:
+            print(f"run directory: {self.run_dir}")
+        return result
+
+    def _train(self) -> RunSummary:
+        """The run directory's first files, the loop and the final files, whatever ends the loop."""
+        cfg, world = self.cfg, self.world
         self._begin()
         self._publish(self._summary("running"))
-        # until the final checkpoint, summary and policy are written; playback can be interrupted
         stacks = self.run_dir / STACKS_FILENAME if world.leader else None
-        with self._stop, StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
+        with StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
             try:
                 self._iterate(watchdog)
                 completed = self.trainer.iteration >= cfg.algo.max_iterations
@@ -176,15 +195,10 @@ class TrainingRun:
                 raise
             finally:
                 result = self._finish()
-        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
-        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
-            self._playback(result)
-        if world.leader:
-            print(f"run directory: {self.run_dir}")
         return result
 
     def _begin(self) -> None:
-        """The config on disk, the logger, the meters and the stop machinery, as the loop starts."""
+        """The config on disk, the logger, the meters and the stop vote, as the loop starts."""
         cfg, world = self.cfg, self.world
         self.start_iteration = self.trainer.iteration
         self.config_dict = dataclasses.asdict(cfg)
@@ -199,7 +213,6 @@ class TrainingRun:
         self.start_utc = datetime.now(UTC).isoformat()
         self.started = time.perf_counter()
         self.progress = Progress()
-        self._stop = StopSignals()
         self._vote = Vote(world)
         self._stopping = False
         self.timer = IterationTimer(self.env.device)
@@ -226,10 +239,10 @@ class TrainingRun:
         """The replay pre-fill (off-policy only), then iterations until the last or a stop agreed by every rank. An
         iteration is ``collect`` (one env step, or a whole rollout) and ``update``."""
         cfg, trainer = self.cfg, self.trainer
-        self._stopping = self._stop.agreed(self._vote, check_point=False)
+        self._stopping = self.signals.agreed(self._vote, check_point=False)
         while not trainer.ready and not self._stopping:  # replay pre-fill: not an iteration
             trainer.collect()
-            self._stopping = self._stop.agreed(self._vote, check_point=False)
+            self._stopping = self.signals.agreed(self._vote, check_point=False)
         self.startup.mark("prefill")
         first = True
         while trainer.iteration < cfg.algo.max_iterations and not self._stopping:
@@ -258,7 +271,7 @@ class TrainingRun:
                     self.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
             if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                 self.progress.last_checkpoint = self._save()
-            self._stopping = self._stop.agreed(self._vote, check_point=at_log)
+            self._stopping = self.signals.agreed(self._vote, check_point=at_log)
         self._log_ready(wait=True)
 
     def _finish(self) -> RunSummary:
@@ -327,7 +340,7 @@ class TrainingRun:
             config=self.config_dict,
             environment=self.environment,
             error=progress.error,
-            stopped_by=self._stop.received,
+            stopped_by=self.signals.received,
             health=dict(progress.health),
             weights_digest=progress.digest,
             ranks_in_sync=progress.in_sync,

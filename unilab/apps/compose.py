@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -59,11 +60,23 @@ def store_configs(algo: str) -> None:
     for name in ALGORITHMS:
         store.store(group="algo", name=name, node={"name": name})
         for sim, path in sim_profiles(name).items():
-            store.store(group="profile", name=f"{sim}_{name}", node=OmegaConf.load(path), package="algo")
+            store.store(group="profile", name=f"{sim}_{name}", node=settings_file(path), package="algo")
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
         for algo, path in get_task(name).tuning.items():
-            store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
+            store.store(group="tuning", name=f"{algo}_{name}", node=settings_file(path), package="algo")
+
+
+def settings_file(path: Path) -> object:
+    """A YAML file of settings (a task's tuning, a backend profile); one that is no plain YAML (a Python tag, which
+    the safe loader refuses to construct, or broken syntax) is refused in one line naming the file and the line."""
+    try:
+        return OmegaConf.load(path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{path}: not a plain YAML file of settings: {problem}{where}") from None
 
 
 def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:

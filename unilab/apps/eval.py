@@ -35,8 +35,8 @@ from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
 from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
-from unilab.envs.randomization import Randomization, randomize
 from unilab.envs.runner import EnvRunner
+from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
 from unilab.tasks.task import Threshold
 

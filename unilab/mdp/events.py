@@ -14,7 +14,8 @@ from tensordict import TensorDict
 from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
-from unilab.mdp.terrain import HeightMap, tile_origins
+from unilab.mdp.terrain import tile_origins
+from unilab.terrain.heightmap import HeightMap
 
 
 def reset_to_default_pose(

@@ -151,3 +151,48 @@ def test_the_guards_read_nothing_back_to_the_host() -> None:
     assert report.nonfinite == {"reward term 'alive'": (1, 1), "observation group 'policy'": (1, 1)}
     assert report.health["nonfinite_rewards"] == report.health["nonfinite_observations"] == 1
     assert report.health["nonfinite_losses"] == 1
+
+
+def _nan_at_step(state, ctx, step: int) -> torch.Tensor:
+    """NaN for every env at its ``step``-th control step of an episode, else 0: pure, so it compiles and replays
+    inside the captured env step, as a Python counter would not."""
+    at = state["env", "episode_step"] == step
+    return torch.where(at, float("nan"), 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("algo", "step", "save"), [("sac", 20, 5), ("flashsac", 20, 5), ("ppo", 30, 1)])
+def test_a_nan_reward_in_a_captured_compiled_run_stops_it_before_it_is_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, algo: str, step: int, save: int
+) -> None:
+    """On CUDA: the env step compiled and captured, the guards counting inside the recorded steps."""
+    from test_train import SMALL_CUDA_RUN, for_algo
+
+    monkeypatch.setattr(registry, "_registered", {})
+    base = registry.get_task("g1_walk_flat").make_config
+
+    def bad_walk(**kwargs):
+        config = base(**kwargs)
+        broken = RewardTerm(_nan_at_step, 1.0, {"step": step})
+        return dataclasses.replace(config, rewards={**config.rewards, "broken_bonus": broken})
+
+    registry.register_task("g1_walk_bad", bad_walk)
+    overrides = [
+        f"algo={algo}",
+        "task=g1_walk_bad",
+        *for_algo(algo, SMALL_CUDA_RUN),
+        f"algo.save_interval={save}",
+        "algo.max_iterations=100",
+        "training.log_interval=7",
+        "training.progress=false",
+        "training.no_play=true",
+        *QUIET[:1],
+        f"training.log_dir={tmp_path / 'run'}",
+    ]
+    with pytest.raises(SystemExit) as exit_info:
+        main(overrides)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and "reward term 'broken_bonus'" in err and "Traceback" not in err, err
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    saved = _checkpoints_are_finite(tmp_path / "run")
+    assert saved and summary["last_checkpoint"] == str(saved[-1]) and summary["health"]["nonfinite_rewards"] > 0

@@ -30,7 +30,7 @@ import numpy as np
 
 from unilab.apps.args import ArgumentParser, check_output
 from unilab.motion import load_motions
-from unilab.motion.reference import save_clip
+from unilab.motion.files import save_clip
 from unilab.robots import g1
 
 FK_TOLERANCE = 1e-4

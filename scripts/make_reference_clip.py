@@ -1,6 +1,6 @@
 """Regenerate the shipped G1 reference clip: ``python scripts/make_reference_clip.py [--out PATH]``.
 
-The procedure lives in ``unilab.motion.reference`` so that tests can rerun it; this script only
+The procedure lives in ``unilab.robots.g1.reference`` so that tests can rerun it; this script only
 chooses where the file goes and reports what it wrote.
 """
 
@@ -10,8 +10,9 @@ import argparse
 from pathlib import Path
 
 from unilab.motion import DEFAULT_MOTION
-from unilab.motion.reference import DURATION_S, FPS, generate_reference_clip, save_clip
+from unilab.motion.files import save_clip
 from unilab.robots import g1
+from unilab.robots.g1.reference import DURATION_S, FPS, generate_reference_clip
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -12,8 +12,8 @@ import torch
 
 from unilab.core.math import quat_rotate, quat_rotate_inverse
 from unilab.motion import CONTROL_FPS, DEFAULT_MOTION, MotionClips, MotionFileError, load_motions
-from unilab.motion.reference import generate_reference_clip
 from unilab.robots.g1 import BODY_NAMES, DEFAULT_JOINT_POS, JOINT_NAMES
+from unilab.robots.g1.reference import generate_reference_clip
 
 FRAMES = 501  # 10 s at 50 Hz, both ends included
 FK_TOL = 1e-5

@@ -13,11 +13,11 @@ import torch
 from unilab.context import ACTION_DELAY
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
-from unilab.envs.randomization import Randomization, randomize
 from unilab.managers.terms import EventTerm
 from unilab.mdp import events, randomization
 from unilab.robots import g1
 from unilab.sim import SimConfig
+from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import make_functional_env, make_task
 
 RANGES = Randomization(

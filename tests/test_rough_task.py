@@ -31,11 +31,15 @@ from unilab.apps.eval import main as eval_main
 from unilab.apps.train import run
 from unilab.core import rng as rnglib
 from unilab.mdp import curricula, events, rewards, terminations
-from unilab.mdp.terrain import HeightMap, footprint, height_scan, scan_mirror_index, scan_pattern
+from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.tasks import walking_metrics
+from unilab.tasks.g1_walk_flat.config import WALK as G1_WALK
 from unilab.tasks.g1_walk_rough.config import TERRAIN
+from unilab.tasks.go1_walk_rough.config import KNEE_CLEARANCE, KNEES
 from unilab.tasks.registry import make_env, make_functional_env, make_task
+from unilab.tasks.walking import make_walk
 from unilab.terrain import TerrainConfig, generate
+from unilab.terrain.heightmap import HeightMap
 
 SMALL = TerrainConfig(rows=4, types=("flat", "pyramid_stairs"), border=2.0)
 
@@ -134,6 +138,7 @@ def test_spread_spawns_put_every_row_and_column_under_the_same_number_of_envs() 
     rows = out[("env", "terrain_level")].long()
     tiles = rows * 2 + torch.arange(n) % 2
     assert torch.bincount(tiles).tolist() == [2] * 8
+    assert rows[:2].tolist() == [3, 3]  # the hardest row first: a few envs still judge it
 
 
 def _step_ahead(x_step: float, height: float) -> HeightMap:
@@ -232,10 +237,10 @@ def test_a_row_the_terrain_does_not_have_is_refused(level: object) -> None:
         make_task("g1_walk_rough", terrain_level=level)
 
 
-def test_a_terrain_suite_with_fewer_envs_than_tiles_is_refused() -> None:
-    with pytest.raises(InputError, match="suite slope puts g1_walk_rough's envs on 20 tiles"):
-        check_terrain_suite_envs("g1_walk_rough", "slope", 10)
-    check_terrain_suite_envs("g1_walk_rough", "slope", 20)
+def test_a_terrain_suite_without_an_env_for_each_type_at_the_hardest_row_is_refused() -> None:
+    with pytest.raises(InputError, match="suite slope judges 2 terrain types at the hardest row"):
+        check_terrain_suite_envs("g1_walk_rough", "slope", 1)
+    check_terrain_suite_envs("g1_walk_rough", "slope", 2)
     check_terrain_suite_envs("g1_walk_rough", "nominal", 1)
 
 
@@ -317,3 +322,16 @@ def test_a_suite_the_training_conditions_already_cover_is_refused_and_left_out_o
             suite_overrides("g1_walk_rough", suite, {})
     assert suites_of("g1_walk_rough") == ["nominal", "push", "finer_physics", *TERRAIN_SUITES]
     assert suites_of("g1_walk_flat")[:5] == ["nominal", "push", "friction", "payload", "latency"]
+
+
+def test_a_walk_on_terrain_is_stated_in_typed_fields_and_a_row_needs_a_terrain() -> None:
+    go1 = make_task("go1_walk_rough")
+    # The Go1 on terrain: no tilt termination, a knee near the ground ends the episode, measured from the ground.
+    assert list(go1.terminations) == ["touchdown", "time_out", "off_terrain"]
+    touchdown = go1.terminations["touchdown"].params
+    assert touchdown["bodies"] == KNEES and touchdown["min_height"] == KNEE_CLEARANCE and "ground" in touchdown
+    g1 = make_task("g1_walk_rough")
+    assert list(g1.terminations) == ["tilt", "fall", "time_out", "off_terrain"]
+    assert list(g1.events)[:3] == ["root_pose", "terrain_spawn", "pd_gains"]  # the spawn carries the drawn pose
+    with pytest.raises(ValueError, match="terrain_level needs a terrain; g1_walk_flat walks on flat ground"):
+        make_walk(G1_WALK, terrain_level=3)

@@ -13,10 +13,11 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from unilab.mdp.terrain import HeightMap, height_scan, scan_pattern
+from unilab.mdp.terrain import height_scan, scan_pattern
 from unilab.robots import g1
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
+from unilab.terrain.heightmap import HeightMap
 
 SMALL = TerrainConfig(rows=3, tile_size=8.0, border=2.0)
 

@@ -109,6 +109,9 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
         "contact_overflows": 0,
         "constraint_overflows": 0,
         "height_field_overflows": 0,
+        "nonfinite_rewards": 0,
+        "nonfinite_observations": 0,
+        "nonfinite_losses": 0,
     }
     session = ort.InferenceSession(str(run_dir / "policy.onnx"))
     action = session.run(["action"], {"obs": torch.zeros(2, 100).numpy()})[0]
@@ -504,6 +507,9 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
         "contact_overflows": 0,
         "constraint_overflows": 0,
         "height_field_overflows": 0,
+        "nonfinite_rewards": 0,
+        "nonfinite_observations": 0,
+        "nonfinite_losses": 0,
     }
     assert report.health == health
     assert report.metrics == pytest.approx(expected_metrics)

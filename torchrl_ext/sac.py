@@ -43,7 +43,9 @@ def project_distribution(atoms: Tensor, probs: Tensor, v_min: float, v_max: floa
     ``atoms`` and ``probs`` broadcast against each other; ``n`` is ``probs.shape[-1]``. Each atom is clamped into the
     support and its mass split between the two neighbouring grid points in proportion to closeness (C51). The lower
     share is ``1 - frac`` rather than ``upper - position``, so an atom sitting exactly on a grid point keeps all its
-    mass instead of losing it when ``floor == ceil``. Computed in float32.
+    mass instead of losing it when ``floor == ceil``. Computed in float32. A NaN atom (from a NaN reward) lands on
+    the first grid point with NaN mass, so the result shows it instead of indexing out of bounds (on CUDA, a device
+    assert that would end the process before anything could report it).
     """
     num_atoms = probs.shape[-1]
     scale = (num_atoms - 1) / (v_max - v_min)
@@ -51,7 +53,7 @@ def project_distribution(atoms: Tensor, probs: Tensor, v_min: float, v_max: floa
     position, probs = torch.broadcast_tensors(position, probs.float())
     lower = position.floor()
     upper_share = position - lower
-    lower_index = lower.long()
+    lower_index = lower.long().clamp(0, num_atoms - 1)  # only a NaN position is outside, as the least int64
     upper_index = (lower_index + 1).clamp(max=num_atoms - 1)
     projected = torch.zeros(position.shape, dtype=torch.float32, device=position.device)
     projected.scatter_add_(-1, lower_index, probs * (1 - upper_share))

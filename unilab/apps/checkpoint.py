@@ -40,6 +40,15 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted((it, p) for it, p in found if it is not None)
 
 
+def nonfinite_tensors(tree: Any, prefix: str = "") -> list[str]:
+    """The dotted names of the floating-point tensors in ``tree`` (nested dicts and lists) holding a NaN or an
+    infinity: a checkpoint with one acts as zeros in eval (non-finite actions are replaced) and breaks a resume."""
+    if isinstance(tree, torch.Tensor):
+        return [prefix] if tree.is_floating_point() and not bool(torch.isfinite(tree).all()) else []
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list | tuple) else ()
+    return [name for key, value in items for name in nonfinite_tensors(value, f"{prefix}.{key}".lstrip("."))]
+
+
 def save_checkpoint(state: dict[str, Any], path: Path) -> Path:
     write_atomic(path, lambda handle: torch.save(state, handle))
     return Path(path)
@@ -85,12 +94,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             raise CheckpointError(f"{path} is not a usable checkpoint: its '{key}' is {value!r}, not a count >= 0")
     if not isinstance(ckpt["loss"], dict):
         raise CheckpointError(f"{path} is not a training checkpoint: its 'loss' is not a dict of tensors")
-    # A diverged run's weights would act as zeros in eval (non-finite actions are replaced) and crash a resume.
-    broken = [
-        name
-        for name, value in ckpt["loss"].items()
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all())
-    ]
+    broken = nonfinite_tensors(ckpt["loss"])
     if broken:
         raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
     return ckpt

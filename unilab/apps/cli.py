@@ -7,8 +7,10 @@ or task (``unilab.apps.catalog``), so they answer in a fraction of the training 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from types import ModuleType
+from typing import NoReturn
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
@@ -69,10 +71,19 @@ def import_command(prog: str, module: str) -> ModuleType:
         sys.stderr.flush()
     try:
         return importlib.import_module(module)
+    except KeyboardInterrupt:  # Ctrl-C while loading: nothing has started; said below, once the line is erased
+        pass
     finally:
         if status:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+    fail_interrupted(prog)
+
+
+def fail_interrupted(prog: str) -> NoReturn:
+    """Ctrl-C before a command began its work: one line and the exit status of a process SIGINT ended."""
+    print(f"{prog}: stopped by SIGINT while loading; nothing was done", file=sys.stderr)
+    raise SystemExit(128 + signal.SIGINT) from None
 
 
 def train() -> None:

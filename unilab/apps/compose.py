@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -30,6 +31,7 @@ from unilab.apps.config import (
     unknown_key_message,
     validate,
 )
+from unilab.core.ranges import Range
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
@@ -65,11 +67,23 @@ def store_configs(algo: str) -> None:
     for name in ALGORITHMS:
         store.store(group="algo", name=name, node={"name": name})
         for sim, path in sim_profiles(name).items():
-            store.store(group="profile", name=f"{sim}_{name}", node=OmegaConf.load(path), package="algo")
+            store.store(group="profile", name=f"{sim}_{name}", node=settings_file(path), package="algo")
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
         for algo, path in get_task(name).tuning.items():
-            store.store(group="tuning", name=f"{algo}_{name}", node=OmegaConf.load(path), package="algo")
+            store.store(group="tuning", name=f"{algo}_{name}", node=settings_file(path), package="algo")
+
+
+def settings_file(path: Path) -> object:
+    """A YAML file of settings (a task's tuning, a backend profile); one that is no plain YAML (a Python tag, which
+    the safe loader refuses to construct, or broken syntax) is refused in one line naming the file and the line."""
+    try:
+        return OmegaConf.load(path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"{path}: not a plain YAML file of settings: {problem}{where}") from None
 
 
 def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:
@@ -192,9 +206,28 @@ def check_task_keys(cfg: TrainConfig) -> None:
         raise ValueError(
             f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
+    ranges = knob_ranges(cfg.task.name)
     for knob, value in cfg.task.knobs.items():
         if not _fits(knobs[knob], value):
             raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
+        if knob in ranges:
+            ranges[knob].check(f"task.{knob}", value)
+
+
+def knob_ranges(name: str) -> dict[str, Range]:
+    """The ranges task ``name``'s factory declares for its knobs, in their annotations
+    (``Annotated[float, Range(...)]``, as ``unilab.envs.config.NoiseScale``); a knob without one is the factory's to
+    check."""
+    try:
+        parameters = inspect.signature(get_task(name).make_config, eval_str=True).parameters.values()
+    except NameError:  # an annotation only a type checker resolves: the factory declares no range it could read
+        return {}
+    return {
+        p.name: meta
+        for p in parameters
+        for meta in getattr(p.annotation, "__metadata__", ())
+        if isinstance(meta, Range)
+    }
 
 
 def _fits(default: object, value: object) -> bool:

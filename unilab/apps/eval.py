@@ -35,8 +35,8 @@ from unilab.apps.rollout import check_rollout_memory, metrics_of
 from unilab.apps.run_dir import write_json_atomic
 from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
-from unilab.envs.randomization import Randomization, randomize
 from unilab.envs.runner import EnvRunner
+from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
 from unilab.tasks.task import Threshold
 
@@ -290,16 +290,15 @@ def _terrain_suite(task: str, base: TaskConfig, types: tuple[str, ...]) -> dict[
 
 
 def check_terrain_suite_envs(task: str, suite: str, num_envs: int) -> None:
-    """A terrain suite judges its hardest row: refuse, before any rollout, too few envs for every tile to have one."""
+    """A terrain suite judges its hardest row, where the spread puts its first envs: refuse, before any rollout, too
+    few envs for each of the suite's terrain types to have one there."""
     if suite not in TERRAIN_SUITES:
         return
-    terrain = make_task(task).terrain
-    tiles = terrain.rows * len(TERRAIN_SUITES[suite]) if terrain is not None else 0
-    if num_envs < tiles:
+    types = len(TERRAIN_SUITES[suite])
+    if num_envs < types:
         raise InputError(
-            f"suite {suite} puts {task}'s envs on {tiles} tiles ({terrain.rows} rows of {len(TERRAIN_SUITES[suite])} "
-            f"type(s)) and judges the hardest row; give --num-envs {tiles} or more (a multiple of {tiles} spreads "
-            f"them evenly), got {num_envs}"
+            f"suite {suite} judges {types} terrain types at the hardest row, one env each at least; give --num-envs "
+            f"{types} or more, got {num_envs}"
         )
 
 

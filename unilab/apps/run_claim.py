@@ -53,6 +53,8 @@ def _summary_status(run_dir: Path) -> str | None:
         return None
 
 
+# The statuses of a run that stopped short of its last iteration: the ones a resume may continue in place.
+UNFINISHED = ("running", "interrupted", "failed")
 # The files a run writes under fixed names, each replaced by rename (the lock aside, opened without following links).
 RUN_FILES = (SUMMARY_FILENAME, CONFIG_FILENAME, POLICY_FILENAME, VIDEO_FILENAME, STACKS_FILENAME)
 
@@ -98,10 +100,13 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
         return
     held = ", ".join([SUMMARY_FILENAME] * has_summary + [path.name for _, path in checkpoints[-3:]])
     status = _summary_status(run_dir)
+    # A run that stopped, failed or crashed (its summary still says running) continues; one with no summary (deleted,
+    # or a crash before the first) too. A summary whose status is unreadable or unknown says nothing of the sort.
+    unfinished = status in UNFINISHED or not has_summary
     inside = resume is not None and resume.resolve().parent == run_dir.resolve()
     if not inside:
         hint = ""
-        if checkpoints and status != "completed":
+        if checkpoints and unfinished:
             hint = f", or continue that run with algo.resume={checkpoints[-1][1]}"
         raise ValueError(f"training.log_dir={run_dir} already holds a run ({held}); choose a new directory{hint}")
     new_dir = "resume into a new directory (leave training.log_dir unset, or name an empty one)"
@@ -115,6 +120,11 @@ def check_log_dir(run_dir: Path, resume: Path | None, resume_iteration: int | No
         raise ValueError(
             f"refusing to resume {resume.name} into training.log_dir={run_dir}: that run completed and its "
             f"{SUMMARY_FILENAME} would be overwritten; {new_dir}"
+        )
+    if not unfinished:
+        raise ValueError(
+            f"refusing to resume {resume.name} into training.log_dir={run_dir}: its {SUMMARY_FILENAME} has status "
+            f"{status!r}, not one of a run that stopped short ({', '.join(UNFINISHED)}); {new_dir}"
         )
 
 

@@ -11,6 +11,15 @@ from typing import Any
 from torchrl_ext.distributed import Vote
 
 
+class Interrupted(KeyboardInterrupt):
+    """A stop signal during start-up, before the loop could take it as a stop: the preparation unwinds (the run
+    directory's lock given back, no summary written, so none is left half-done) and the command ends in one line."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
 class StopSignals:
     """SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 all ask the loop to stop at the end of the current iteration,
     which is then saved. SIGUSR1 is what a scheduler sends ahead of a job's time limit (SLURM's ``--signal``); its
@@ -24,16 +33,39 @@ class StopSignals:
 
     A signal the process was started ignoring stays ignored: ``nohup`` ignores SIGHUP so that a closed terminal or
     an SSH logout leaves the run alone, and a shell ignores SIGINT for a background job.
+
+    A command installs them before its start-up, ``raising``: until ``defer``, a signal raises ``Interrupted``, since
+    there is no iteration to finish and nothing to save yet; after the loop (``interrupt``) it does so again, so that
+    playback can be cut short. With ``ignore_after`` the signals are left ignored when the block ends, so that one
+    arriving while the command exits, its run saved, cannot cut the exit short.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
-    def __init__(self) -> None:
+    def __init__(self, raising: bool = False, ignore_after: bool = False) -> None:
         self.received: str | None = None
+        self.raising = raising
+        self._ignore_after = ignore_after
         self._previous: dict[int, Any] = {}
+
+    @property
+    def installed(self) -> bool:
+        """Whether the handlers are in place (a block of this object is open on the main thread)."""
+        return bool(self._previous)
+
+    def defer(self) -> None:
+        """Start-up is over: from now on a signal asks the loop to stop after its iteration."""
+        self.raising = False
+
+    def interrupt(self) -> None:
+        """The run's files are written: from now on a signal raises ``Interrupted`` where the process is."""
+        self.raising = True
 
     def _handle(self, signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
+        if self.raising:
+            self.received = name
+            raise Interrupted(name)
         if self.received is None:
             self.received = name
             message = f"{name}: stopping after this iteration, then saving a checkpoint and the summary"
@@ -53,7 +85,8 @@ class StopSignals:
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if self._ignore_after else handler)
+        self._previous.clear()
 
     def agreed(self, vote: Vote, check_point: bool) -> bool:
         """Whether to stop now. Alone, as soon as a signal arrived. With several ranks, only at check points, once

@@ -24,8 +24,9 @@ from unilab.apps.compose import compose_config, task_knobs
 from unilab.apps.config import TrainConfig, settings_fields, unknown_key_message
 from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
 from unilab.apps.run_dir import RunSummary
-from unilab.apps.signals import StopSignals
+from unilab.apps.signals import Interrupted, StopSignals
 from unilab.core.files import DiskFullError
+from unilab.envs.runner import NonFiniteError
 from unilab.tasks.registry import override_names
 from unilab.train.settings import shape_keys
 
@@ -201,32 +202,54 @@ def main(argv: list[str] | None = None) -> None:
     check_train(arguments)
     args, overrides, wants_help = split_train_args(arguments)
     parser = train_parser()
-    with one_line_errors(parser.prog):
-        cfg = compose_config(resumed_groups(overrides))
-        if wants_help:
-            train_parser(overrides_help(cfg)).print_help()
-            raise SystemExit(0)
-        if args.cfg:
-            print(OmegaConf.to_yaml(applying_config(cfg)), end="")
-            return
-        from unilab.apps.training_run import TrainingRun
+    # From here on a signal is a stop: before the loop, one line and nothing trained; in it, a saved run.
+    with StopSignals(raising=True, ignore_after=argv is None) as signals:
+        try:
+            with one_line_errors(parser.prog):
+                cfg = compose_config(resumed_groups(overrides))
+                if wants_help:
+                    train_parser(overrides_help(cfg)).print_help()
+                    raise SystemExit(0)
+                if args.cfg:
+                    print(OmegaConf.to_yaml(applying_config(cfg)), end="")
+                    return
+                from unilab.apps.training_run import TrainingRun
 
-        training = TrainingRun.prepare(cfg)
-    try:
-        summary = training.run()
-    except RankLost as exc:
-        lost_rank(parser.prog, exc)
-    except DiskFullError as exc:  # the summary says so too, if there was room for it
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    if training.world.leader:
-        print(next_steps(training, summary, arguments))
-    if argv is None:  # this process is the command: its run is saved, so a late signal must not crash the exit
-        for signum in StopSignals.SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
+                training = TrainingRun.prepare(cfg, signals)
+        except Interrupted as exc:
+            stopped(parser.prog, exc, "during start-up; nothing was trained")
+        summary = train_reporting(parser.prog, training, arguments)
     if summary.status == "interrupted" and summary.stopped_by:  # the shell's convention for death by a signal
         raise SystemExit(128 + signal.Signals[summary.stopped_by])
     if summary.status != "completed":
         if summary.error:
             print(f"{parser.prog}: error: {summary.error}", file=sys.stderr)
         raise SystemExit(1)
+
+
+def stopped(prog: str, exc: Interrupted, when: str) -> NoReturn:
+    """A signal outside the loop: one line, and the exit status of a process the signal ended."""
+    print(f"{prog}: stopped by {exc.name} {when}", file=sys.stderr)
+    raise SystemExit(128 + signal.Signals[exc.name]) from None
+
+
+def train_reporting(prog: str, training: TrainingRun, arguments: list[str]) -> RunSummary:
+    """Run ``training`` and say what to do next (``arguments``, its command line, for the command that continues
+    it); what ends it early (another rank lost, a full disk, a NaN, a signal during playback) is one line and an exit
+    status, with what was saved named."""
+    try:
+        summary = training.run()
+    except RankLost as exc:
+        lost_rank(prog, exc)
+    except DiskFullError as exc:  # the summary says so too, if there was room for it
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except NonFiniteError as exc:  # a task's term, not this code, is at fault: name it, no traceback
+        last = training.progress.last_checkpoint or "none"
+        print(f"{prog}: error: {exc} (the last good checkpoint: {last})", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Interrupted as exc:
+        stopped(prog, exc, f"after the run; its files are in {training.run_dir}")
+    if training.world.leader:
+        print(next_steps(training, summary, arguments))
+    return summary

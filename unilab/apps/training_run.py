@@ -8,6 +8,7 @@ iteration in lockstep with the others (the update block's all-reduces hold them 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -23,7 +24,7 @@ from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
 from torchrl_ext.export import export_policy_onnx
-from unilab.apps.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
+from unilab.apps.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
 from unilab.apps.compose import task_overrides
 from unilab.apps.config import TrainConfig
 from unilab.apps.loggers import RunLogger
@@ -46,8 +47,9 @@ from unilab.apps.watchdog import StallWatchdog
 from unilab.core.cache_dirs import configure
 from unilab.core.files import DiskFullError, replacing
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import NonFiniteError
 from unilab.tasks.registry import make_functional_env
-from unilab.train.loop import IterationTimer, Lap, LogPoint, Trainer
+from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
 
@@ -67,6 +69,7 @@ class Progress:
     health: dict[str, int] = field(default_factory=dict)  # the latest log point's counters
     digest: str | None = None  # of the final weights, checked across ranks
     in_sync: bool | None = None
+    poisoned: bool = False  # a NaN or an infinity was found: nothing after the last checkpoint may be saved
 
 
 @dataclass
@@ -82,15 +85,17 @@ class TrainingRun:
     startup: StartupClock  # seconds per start-up phase; the loop adds the pre-fill and the first iteration
     wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
     loop_before: float  # seconds of training loop, likewise
+    signals: StopSignals = field(default_factory=StopSignals)  # installed by the command, else by ``run``
 
     @property
     def run_dir(self) -> Path:
         return self.claim.run_dir
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig) -> TrainingRun:
+    def prepare(cls, cfg: TrainConfig, signals: StopSignals | None = None) -> TrainingRun:
         """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
-        ``ValueError`` (one line) for bad input, before the first iteration."""
+        ``ValueError`` (one line) for bad input, before the first iteration. ``signals``: the command's, installed
+        before its start-up (``StopSignals.raising``)."""
         launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
         clock = StartupClock(IMPORTED_AFTER_S)
         caches = configure()  # the command placed them before its imports; a run started from Python, here
@@ -141,6 +146,7 @@ class TrainingRun:
             startup=clock,
             wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
             loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
+            signals=signals or StopSignals(),
         )
 
     def run(self) -> RunSummary:
@@ -157,11 +163,26 @@ class TrainingRun:
 
     def _run(self) -> RunSummary:
         cfg, world = self.cfg, self.world
+        # From the first file on until the final checkpoint, summary and policy are written, a signal asks for a stop
+        # (even one in the middle of the first summary's write); playback can be interrupted.
+        with contextlib.nullcontext() if self.signals.installed else self.signals:
+            self.signals.defer()
+            result = self._train()
+            self.signals.interrupt()
+        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
+        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
+            self._playback(result)
+        if world.leader:
+            print(f"run directory: {self.run_dir}")
+        return result
+
+    def _train(self) -> RunSummary:
+        """The run directory's first files, the loop and the final files, whatever ends the loop."""
+        cfg, world = self.cfg, self.world
         self._begin()
         self._publish(self._summary("running"))
-        # until the final checkpoint, summary and policy are written; playback can be interrupted
         stacks = self.run_dir / STACKS_FILENAME if world.leader else None
-        with self._stop, StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
+        with StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
             try:
                 self._iterate(watchdog)
                 completed = self.trainer.iteration >= cfg.algo.max_iterations
@@ -170,18 +191,14 @@ class TrainingRun:
                 self.progress.status = "interrupted"
             except Exception as exc:
                 self.progress.status, self.progress.error = "failed", f"{type(exc).__name__}: {exc}"
+                self.progress.poisoned = isinstance(exc, NonFiniteError)
                 raise
             finally:
                 result = self._finish()
-        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
-        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
-            self._playback(result)
-        if world.leader:
-            print(f"run directory: {self.run_dir}")
         return result
 
     def _begin(self) -> None:
-        """The config on disk, the logger, the meters and the stop machinery, as the loop starts."""
+        """The config on disk, the logger, the meters and the stop vote, as the loop starts."""
         cfg, world = self.cfg, self.world
         self.start_iteration = self.trainer.iteration
         self.config_dict = dataclasses.asdict(cfg)
@@ -196,7 +213,6 @@ class TrainingRun:
         self.start_utc = datetime.now(UTC).isoformat()
         self.started = time.perf_counter()
         self.progress = Progress()
-        self._stop = StopSignals()
         self._vote = Vote(world)
         self._stopping = False
         self.timer = IterationTimer(self.env.device)
@@ -223,10 +239,10 @@ class TrainingRun:
         """The replay pre-fill (off-policy only), then iterations until the last or a stop agreed by every rank. An
         iteration is ``collect`` (one env step, or a whole rollout) and ``update``."""
         cfg, trainer = self.cfg, self.trainer
-        self._stopping = self._stop.agreed(self._vote, check_point=False)
+        self._stopping = self.signals.agreed(self._vote, check_point=False)
         while not trainer.ready and not self._stopping:  # replay pre-fill: not an iteration
             trainer.collect()
-            self._stopping = self._stop.agreed(self._vote, check_point=False)
+            self._stopping = self.signals.agreed(self._vote, check_point=False)
         self.startup.mark("prefill")
         first = True
         while trainer.iteration < cfg.algo.max_iterations and not self._stopping:
@@ -255,7 +271,7 @@ class TrainingRun:
                     self.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
             if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                 self.progress.last_checkpoint = self._save()
-            self._stopping = self._stop.agreed(self._vote, check_point=at_log)
+            self._stopping = self.signals.agreed(self._vote, check_point=at_log)
         self._log_ready(wait=True)
 
     def _finish(self) -> RunSummary:
@@ -268,7 +284,8 @@ class TrainingRun:
                 self._log_ready(wait=True)
             for laps in [*(point.laps for point in self.pending), self.timer.take()]:  # time every iteration
                 self._record_laps(laps)
-            if self.world.leader and progress.status != "completed" and trainer.iteration > self.start_iteration:
+            saving = progress.status != "completed" and not progress.poisoned
+            if self.world.leader and saving and trainer.iteration > self.start_iteration:
                 progress.last_checkpoint = self._save()
             if progress.status == "completed" or self._stopping:  # every rank is here; after a failure one may not be
                 self._compare_weights()
@@ -323,7 +340,7 @@ class TrainingRun:
             config=self.config_dict,
             environment=self.environment,
             error=progress.error,
-            stopped_by=self._stop.received,
+            stopped_by=self.signals.received,
             health=dict(progress.health),
             weights_digest=progress.digest,
             ranks_in_sync=progress.in_sync,
@@ -341,6 +358,11 @@ class TrainingRun:
         self._publish(self._summary("failed"))
 
     def _save(self) -> str:
+        """The trainer as ``model_<iteration>.pt``, once nothing it learnt from was NaN or infinite and none of its
+        own tensors is; else ``NonFiniteValueError`` and nothing written (the previous checkpoint stays the last)."""
+        report = self.trainer.report_now()  # waits for the device, as the write below would
+        self.progress.health.update(report.health)
+        self.trainer.check(report)
         # Wall time since `train` started rides along (continued across resumes), so evaluating saved
         # checkpoints gives time-to-threshold.
         state = {
@@ -349,6 +371,12 @@ class TrainingRun:
             "train_wall_time_sec": self.wall_before + time.perf_counter() - self.launched,
             "loop_wall_time_sec": self._loop_seconds(),
         }
+        broken = nonfinite_tensors(state)
+        if broken:  # with every reward, observation and loss finite: an overflow inside the update itself
+            raise NonFiniteValueError(
+                f"the learner's state turned NaN or infinite in {', '.join(broken[:3])} by iteration "
+                f"{self.trainer.iteration}; the run stopped without saving it"
+            )
         path = save_checkpoint(state, self.run_dir / f"model_{self.trainer.iteration}.pt")
         prune_checkpoints(self.run_dir, self.cfg.training.keep_checkpoints, path)
         return str(path)
@@ -371,8 +399,10 @@ class TrainingRun:
         point.laps = []  # timed once, whatever fails below
         if self.viewer is not None:
             self.viewer.publish()
-        metrics, stats, counts = self.trainer.report(point)
-        self.progress.health.update(counts)
+        report = self.trainer.read(point)
+        self.progress.health.update(report.health)  # before the check, so the summary counts what it names
+        self.trainer.check(report)
+        metrics, stats, counts = report.metrics, report.episodes, report.health
         if "episode_return" in stats:
             self.progress.last_episodes = stats
         rate = self.meter.tail_env_steps_per_sec()

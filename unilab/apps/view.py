@@ -8,6 +8,7 @@ on loopback only, unless ``--host`` says otherwise: from another machine, forwar
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 import threading
 from pathlib import Path
@@ -27,6 +28,21 @@ from unilab.tasks.registry import list_tasks, make_functional_env
 SIMS = ("mujoco", "mjwarp")
 MAX_VIEW_ENVS = 1024  # envs stepped live; only the first few are drawn
 MAX_SHOWN = 16  # robots drawn side by side for a walking task
+
+
+def exposure_warning(host: str, port: int) -> str | None:
+    """The line that says a page is served beyond this machine (``--host 0.0.0.0``, an outward address): asked for,
+    so served, but no one should open a page to a network unawares. None on a loopback address."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        loopback = host == "localhost"
+    if loopback:
+        return None
+    return (
+        f"viewer: warning: --host {host} serves the page beyond this machine: anyone who can reach port {port} "
+        f"can watch and control the policy (the default, {LOOPBACK}, serves this machine alone)"
+    )
 
 
 def start(
@@ -96,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(parser.prog, exc)
     port = session.scene.server.get_port()  # the one asked for, or the free one port 0 found
     print(f"viewer: {address} (over SSH: ssh -L {port}:localhost:{port} <this host>; Ctrl-C stops)")
+    warning = exposure_warning(args.host, port)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     try:
         thread.join(timeout=args.seconds)
     except KeyboardInterrupt:

@@ -6,12 +6,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
+from unilab.core.ranges import Range
+from unilab.envs.model_check import check_model, check_scene_size
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -23,6 +25,10 @@ from unilab.managers.terms import (
 )
 from unilab.sim import SimConfig, load_model
 from unilab.terrain import TerrainConfig, generate, terrain_model
+
+# A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
+# config, before any work. 0 turns the noise off; ten times a task's noise already drowns what it observes.
+NoiseScale = Annotated[float, Range(0.0, 10.0, why="a multiple of the task's noise; 0 turns it off")]
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,15 @@ class TaskConfig:
 
 
 def task_model(task: TaskConfig) -> mujoco.MjModel:
-    """The task's compiled scene, its terrain built in, with the task's solver settings applied."""
+    """The task's compiled scene, its terrain built in, with the task's solver settings applied; refused in one line
+    where it is too large (before MuJoCo reads it) or does not fit the robot's config (``unilab.envs.model_check``)."""
+    check_scene_size(task.scene)
     if task.terrain is None:
-        return load_model(task.scene, task.physics)
-    model = terrain_model(task.scene, generate(task.terrain))
-    task.physics.apply(model)
+        model = load_model(task.scene, task.physics)
+    else:
+        model = terrain_model(task.scene, generate(task.terrain))
+        task.physics.apply(model)
+    check_model(model, task.robot, task.scene)
     return model
 
 

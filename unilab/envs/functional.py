@@ -291,8 +291,11 @@ class FunctionalEnv:
     # -- data for learners -----------------------------------------------------------------
 
     def mirrors(self) -> dict[str, Mirror]:
-        """Left-right mirror maps of every observation group and of the action; empty when the task declares none."""
-        if self.task.action.mirror is None:
+        """Left-right mirror maps of every observation group and of the action; empty unless the task declares one
+        for the action and for every observation term: mirror maps are needed only for mirror augmentation
+        (``algo.use_symmetry``), which refuses a task without them."""
+        terms = [term for group in self.task.observations.values() for term in group.values()]
+        if self.task.action.mirror is None or any(term.mirror is None for term in terms):
             return {}
         maps = {group: self.observations.mirror(group, self.obs_term_dims[group]) for group in self.task.observations}
         maps["action"] = self.task.action.mirror

@@ -37,7 +37,12 @@ HEALTH = (
 )
 
 
-class NonFiniteActionError(ValueError):
+class NonFiniteError(ValueError):
+    """A NaN or an infinity found on the device during a run, raised at a host boundary: a training run stops on it
+    without saving what it touched, in one line."""
+
+
+class NonFiniteActionError(NonFiniteError):
     """A policy produced NaN or infinite actions (detected on device, raised at a host boundary)."""
 
 

@@ -14,7 +14,8 @@ from tensordict import TensorDict
 from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
-from unilab.mdp.terrain import HeightMap, tile_origins
+from unilab.mdp.terrain import tile_origins
+from unilab.terrain.heightmap import HeightMap
 
 
 def reset_to_default_pose(
@@ -80,8 +81,9 @@ def spawn_on_terrain(
     shares) at row ``state["env", "terrain_level"]``, which this event owns. A level below 0 (an env never placed)
     starts at a row drawn from 0 to ``max_init_level``; a level past the last row (the curriculum's mark of a
     mastered grid) restarts anywhere, so such envs keep seeing every difficulty. ``level`` pins every env to one row
-    (eval at one difficulty), or with ``"all"`` spreads them over every tile: env ``i`` on row ``i // cols`` modulo
-    the rows (eval at every difficulty at once)."""
+    (eval at one difficulty), or with ``"all"`` spreads them over every tile from the hardest row down: env ``i``
+    on row ``rows - 1 - (i // cols) % rows`` (eval at every difficulty at once; too few envs for every row still put
+    one on each type of the hardest)."""
     n = ctx.num_envs
     rows = origins.shape[0]
     current = state["env", "terrain_level"]
@@ -90,7 +92,8 @@ def spawn_on_terrain(
     anywhere = (u[:, 1] * rows).floor()
     new = torch.where(current < 0, start, torch.where(current >= rows, anywhere, current))
     if level == "all":
-        new = ((torch.arange(n, device=current.device) // origins.shape[1]) % rows).to(current.dtype)
+        below_top = (torch.arange(n, device=current.device) // origins.shape[1]) % rows
+        new = (rows - 1 - below_top).to(current.dtype)
     elif level is not None:
         new = torch.full_like(current, float(level))
     origin = tile_origins(origins, new)

@@ -3,7 +3,7 @@
 A policy that has only met one robot on one floor learns that robot's quirks. These events draw, per env,
 the physical parameters a real robot differs in: contact friction, masses and centre of mass, motor strength
 and actuation latency. The model parameters live in ``state["sim"]`` (the task lists them in
-``SimConfig.per_world``, see ``unilab.envs.randomization``), so a step stays a function of its state and a
+``SimConfig.per_world``, see ``unilab.tasks.randomization``), so a step stays a function of its state and a
 snapshot carries the robot it was taken of. Each event draws from the model's own values in ``ctx``, never
 from the state's current ones, so repeated resets do not compound; as reset events they hold for an episode,
 as interval events (``EventTerm(interval_s=...)``) they change during one.

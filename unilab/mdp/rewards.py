@@ -7,7 +7,8 @@ from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
-from unilab.mdp.terrain import HeightMap, height_above_ground
+from unilab.mdp.terrain import height_above_ground
+from unilab.terrain.heightmap import HeightMap
 
 
 def alive(state: TensorDict, ctx: EnvContext) -> torch.Tensor:

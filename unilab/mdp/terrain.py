@@ -1,15 +1,7 @@
-"""Terms over a terrain's height map: the surface height under any point, and the height scan a policy sees.
-
-The map is a tensor of heights on a regular grid (``heights[y, x]``, samples ``scale`` apart, centred on the world
-origin), as ``unilab.terrain`` generates it and the scene's height field holds it. The surface between samples is
-MuJoCo's: each cell is two triangles split along the diagonal from its (-x, -y) corner to its (+x, +y) corner. So a
-lookup here lands where a ray cast onto the height field would, exactly, with a gather of four samples per point and
-no ray cast: it runs inside the captured step like any other tensor arithmetic.
-"""
+"""Terms over a terrain's height map (``unilab.terrain.heightmap``): the height scan a policy sees, heights above
+the ground, and each env's tile."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDict
@@ -17,47 +9,7 @@ from torch import Tensor
 
 from unilab.context import EnvContext
 from unilab.core.math import quat_yaw
-
-
-def surface_height(heights: torch.Tensor, scale: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The height of the surface under world points ``(x, y)`` (any matching shapes); points past the map's edge
-    read its edge."""
-    ny, nx = heights.shape
-    u = ((x + (nx - 1) * scale / 2) / scale).clamp(0, nx - 1)
-    v = ((y + (ny - 1) * scale / 2) / scale).clamp(0, ny - 1)
-    # The cell's lower corner; on the last sample the cell before it, at its far side.
-    j = u.floor().clamp(max=nx - 2).long()
-    i = v.floor().clamp(max=ny - 2).long()
-    fu, fv = u - j, v - i
-    flat = heights.reshape(-1)
-    h00 = flat[i * nx + j]
-    h10 = flat[i * nx + j + 1]  # +x
-    h01 = flat[(i + 1) * nx + j]  # +y
-    h11 = flat[(i + 1) * nx + j + 1]
-    below = h00 + (h10 - h00) * fu + (h11 - h10) * fv  # the triangle on the +x side of the diagonal
-    above = h00 + (h01 - h00) * fv + (h11 - h01) * fu
-    return torch.where(fu >= fv, below, above)
-
-
-@dataclass(frozen=True)
-class HeightMap:
-    """A terrain's height map as term params carry it: moved to the env's device once, when the env is built
-    (``to``), and read by every term that needs the ground under a point (spawn, scan, feet, falls)."""
-
-    heights: torch.Tensor  # (ny, nx) metres, centred on the world origin
-    scale: float  # metres between samples
-
-    def to(self, device: torch.device) -> HeightMap:
-        return HeightMap(self.heights.to(device), self.scale)
-
-    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return surface_height(self.heights, self.scale, x, y)
-
-    @property
-    def half_extent(self) -> tuple[float, float]:
-        """Half the map's size along x and y: the ground ends there."""
-        ny, nx = self.heights.shape
-        return (nx - 1) * self.scale / 2, (ny - 1) * self.scale / 2
+from unilab.terrain.heightmap import HeightMap
 
 
 def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:

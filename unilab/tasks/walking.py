@@ -5,8 +5,10 @@ velocities, last action, velocity command, gait clock; the critic adds the trunk
 terms, the terminations, the reset events and the penalty curriculum, in that order. What differs between robots is
 data in the spec: the command ranges, the reward weights (a reward without a weight is left out), the pose
 penalty's per-joint weights, the gait (clock frequency, each foot's phase offset, swing height), the tilt and
-height at which an episode ends, and the physics settings. ``make_rough_walk`` moves a walk onto a generated terrain
-with a height scan and a terrain curriculum, for any robot, hanging the scan from the robot's base body.
+height at which an episode ends, and the physics settings. ``make_walk`` builds it on flat ground, or, given a
+``RoughSpec``, on a generated terrain with a height scan hung from the robot's base and a terrain curriculum; a
+``Randomization`` adds the per-env draws. A task package states these as typed values and never edits the built
+terms.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
-from unilab.mdp.terrain import HeightMap, footprint, height_scan, scan_mirror_index, scan_pattern
+from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.sim import SimConfig
+from unilab.tasks.randomization import Randomization, randomize
 from unilab.terrain import TerrainConfig, generate
+from unilab.terrain.heightmap import HeightMap
 
 ANGULAR = Mirror.signs(-1, 1, -1)  # a pseudo-vector under the sagittal mirror
 LINEAR = Mirror.signs(1, -1, 1)
@@ -118,12 +122,14 @@ def _actor_terms(robot: RobotConfig, noise_scale: float) -> dict[str, ObsTerm]:
     }
 
 
-def _rewards(spec: WalkSpec) -> dict[str, RewardTerm]:
+def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
     """The weighted rewards of ``REWARDS``, in that order; the third entry of each marks a penalty the curriculum
-    scales."""
+    scales. On a terrain the swing height counts from the highest ground within the feet's reach."""
     robot, gait = spec.robot, spec.gait
     gyro, linvel, upvector = robot.gyro_sensor, robot.linvel_sensor, robot.upvector_sensor
     feet = {"phase": "gait_phase", "foot_pos_sensors": robot.foot_pos_sensors, "swing_height": gait.swing_height}
+    if ground is not None:
+        feet |= {"ground": ground.heights, "around": footprint(ground.rough.foot_reach)}
     lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
     terms = {
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
@@ -143,12 +149,26 @@ def _rewards(spec: WalkSpec) -> dict[str, RewardTerm]:
     }
 
 
-def _terminations(spec: WalkSpec) -> dict[str, TerminationTerm]:
-    limit = math.radians(spec.tilt_limit_deg)
-    out = {"tilt": TerminationTerm(terminations.tilt_exceeds, {"upvector": spec.robot.upvector_sensor, "limit": limit})}
+def _terminations(spec: WalkSpec, ground: Ground | None) -> dict[str, TerminationTerm]:
+    """The tilt (unless a terrain lets the robot tilt), the base's and any low bodies' height above the ground, the
+    time-out and, on a terrain, its edge (a truncation: the robot did nothing wrong)."""
+    heights = {} if ground is None else {"ground": ground.heights}
+    out = {}
+    if ground is None or ground.rough.tilt_ends_episode:
+        limit = math.radians(spec.tilt_limit_deg)
+        out["tilt"] = TerminationTerm(
+            terminations.tilt_exceeds, {"upvector": spec.robot.upvector_sensor, "limit": limit}
+        )
     if spec.min_root_height is not None:
-        out["fall"] = TerminationTerm(terminations.root_height_below, {"min_height": spec.min_root_height})
+        out["fall"] = TerminationTerm(terminations.root_height_below, {"min_height": spec.min_root_height, **heights})
+    if ground is not None and ground.rough.touchdown_bodies:
+        touchdown = {"bodies": ground.rough.touchdown_bodies, "min_height": ground.rough.touchdown_height, **heights}
+        out["touchdown"] = TerminationTerm(terminations.bodies_near_ground, touchdown)
     out["time_out"] = TerminationTerm(terminations.time_out, time_out=True)
+    if ground is not None:
+        out["off_terrain"] = TerminationTerm(
+            terminations.off_terrain, {"ground": ground.heights, "margin": 1.0}, time_out=True
+        )
     return out
 
 
@@ -163,48 +183,114 @@ PENALTY_CURRICULUM = {
 """Penalties start at half weight and grow while episodes last (and shrink while they end early)."""
 
 
-def make_walk(spec: WalkSpec, noise_scale: float = 1.0) -> TaskConfig:
-    """The walk of ``spec``'s robot on flat ground; ``noise_scale`` multiplies the actor's observation noise."""
+def make_walk(
+    spec: WalkSpec,
+    noise_scale: float = 1.0,
+    randomization: Randomization | None = None,
+    rough: RoughSpec | None = None,
+    terrain_level: int | str | None = None,
+    name: str | None = None,
+) -> TaskConfig:
+    """The walk of ``spec``'s robot, named ``name`` (default the spec's): on flat ground, or on ``rough``'s terrain;
+    under ``randomization``'s per-env draws where given. ``noise_scale`` multiplies the actor's observation noise
+    (the height scan's included). On a terrain, ``terrain_level`` pins every env to that row (eval at one
+    difficulty), or with ``"all"`` spreads them over every row (eval at each difficulty at once), else the curriculum
+    moves them."""
     robot = spec.robot
-    linvel = ObsTerm(observations.sensor, {"name": robot.linvel_sensor}, scale=2.0, mirror=LINEAR)
-    critic = {**_actor_terms(robot, 0.0), "linvel": linvel}
+    ground = None if rough is None else Ground.of(rough, terrain_level)
+    if ground is None and terrain_level is not None:
+        raise ValueError(f"terrain_level needs a terrain; {name or spec.name} walks on flat ground")
     scale = torch.tensor(robot.action_scale) if isinstance(robot.action_scale, tuple) else float(robot.action_scale)
-    phase = {"offsets": spec.gait.offsets}
-    return TaskConfig(
-        name=spec.name,
+    physics = spec.physics
+    if rough is not None:
+        physics = dataclasses.replace(physics, nconmax=rough.nconmax, njmax=rough.njmax)
+    task = TaskConfig(
+        name=name or spec.name,
         scene=spec.scene,
         robot=robot,
-        physics=spec.physics,
-        episode_length_s=20.0,
+        physics=physics,
+        episode_length_s=EPISODE_S,
         action=ActionTerm(actions.joint_position_offsets, {"scale": scale}, mirror=joint_mirror(robot)),
-        observations={"policy": _actor_terms(robot, noise_scale), "critic": critic},
-        rewards=_rewards(spec),
-        terminations=_terminations(spec),
-        commands={
-            "velocity": CommandTerm(3, commands.uniform_velocity, dict(spec.commands)),
-            "gait_phase": CommandTerm(
-                len(spec.gait.offsets),
-                commands.gait_phase_offset,
-                phase,
-                advance=commands.gait_phase_advance,
-                advance_params={"frequency": spec.gait.frequency},
-            ),
-        },
-        events={
-            "root_pose": EventTerm(
-                events.reset_to_default_pose, {"xy_range": 0.5, "yaw_range": math.pi, "root_vel_range": 0.5}
-            ),
-            "pd_gains": EventTerm(events.scale_pd_gains, {"scale_range": (0.9, 1.1)}),
-        },
-        curricula={
-            "penalty_scale": CurriculumTerm(
-                curricula.penalty_scale_by_episode_length,
-                state={"penalty_scale": 0.5, "mean_episode_length": 0.0},
-                params=dict(PENALTY_CURRICULUM),
-            )
-        },
+        observations=_observations(spec, noise_scale, ground),
+        rewards=_rewards(spec, ground),
+        terminations=_terminations(spec, ground),
+        commands=_commands(spec, ground),
+        events=_events(ground),
+        curricula=_curricula(ground),
         penalty_scale_key=("task", "penalty_scale"),
+        terrain=None if rough is None else rough.terrain,
     )
+    return task if randomization is None else randomize(task, randomization)
+
+
+EPISODE_S = 20.0
+
+
+def _observations(spec: WalkSpec, noise_scale: float, ground: Ground | None) -> dict[str, dict[str, ObsTerm]]:
+    """The actor's terms and the critic's (the actor's without noise, and the trunk's velocity); on a terrain each
+    group ends with the height scan (noise 0.1 m for the actor)."""
+    robot = spec.robot
+    linvel = ObsTerm(observations.sensor, {"name": robot.linvel_sensor}, scale=2.0, mirror=LINEAR)
+    groups = {"policy": _actor_terms(robot, noise_scale), "critic": {**_actor_terms(robot, 0.0), "linvel": linvel}}
+    if ground is not None:
+        groups["policy"]["height_scan"] = _scan_term(ground.heights, robot.base_body, 0.1 * noise_scale)
+        groups["critic"]["height_scan"] = _scan_term(ground.heights, robot.base_body, 0.0)
+    return groups
+
+
+def _commands(spec: WalkSpec, ground: Ground | None) -> dict[str, CommandTerm]:
+    straight = {} if ground is None else {"straight": ground.rough.straight_commands}
+    return {
+        "velocity": CommandTerm(3, commands.uniform_velocity, {**spec.commands, **straight}),
+        "gait_phase": CommandTerm(
+            len(spec.gait.offsets),
+            commands.gait_phase_offset,
+            {"offsets": spec.gait.offsets},
+            advance=commands.gait_phase_advance,
+            advance_params={"frequency": spec.gait.frequency},
+        ),
+    }
+
+
+def _events(ground: Ground | None) -> dict[str, EventTerm]:
+    """The standing pose, shifted and turned about the origin; on a terrain carried onto the env's tile; PD gains."""
+    pose = {"xy_range": 0.5, "yaw_range": math.pi, "root_vel_range": 0.5}
+    out = {"root_pose": EventTerm(events.reset_to_default_pose, pose)}
+    if ground is not None:
+        out["terrain_spawn"] = EventTerm(
+            events.spawn_on_terrain,
+            {
+                "ground": ground.heights,
+                "origins": ground.origins,
+                "max_init_level": ground.rough.max_init_level,
+                "level": ground.level,
+            },
+            state={"terrain_level": ((), -1.0)},
+        )
+    out["pd_gains"] = EventTerm(events.scale_pd_gains, {"scale_range": (0.9, 1.1)})
+    return out
+
+
+def _curricula(ground: Ground | None) -> dict[str, CurriculumTerm]:
+    out = {
+        "penalty_scale": CurriculumTerm(
+            curricula.penalty_scale_by_episode_length,
+            state={"penalty_scale": 0.5, "mean_episode_length": 0.0},
+            params=dict(PENALTY_CURRICULUM),
+        )
+    }
+    if ground is not None:
+        out["terrain_levels"] = CurriculumTerm(
+            curricula.terrain_levels,
+            state={"terrain_level_mean": 0.0, "terrain_level_std": 0.0},
+            params={
+                "origins": ground.origins,
+                "tile_size": ground.rough.terrain.tile_size,
+                "command": "velocity",
+                "episode_length_s": EPISODE_S,
+            },
+        )
+    return out
 
 
 SCAN_SIZE, SCAN_RESOLUTION = (1.6, 1.0), 0.1
@@ -219,22 +305,15 @@ def _scan_term(ground: HeightMap, body: str, noise: float) -> ObsTerm:
     return ObsTerm(height_scan, {**params, "clip": SCAN_CLIP}, noise=noise, mirror=Mirror(index, (1.0,) * len(index)))
 
 
-def _on_ground(terms: dict, names: tuple[str, ...], ground: HeightMap) -> dict:
-    """``terms`` with the ground's height map given to those of ``names`` present, so they measure heights from the
-    surface under the robot rather than from z = 0."""
-    return {
-        name: dataclasses.replace(term, params={**term.params, "ground": ground}) if name in names else term
-        for name, term in terms.items()
-    }
-
-
 @dataclass(frozen=True)
 class RoughSpec:
     """How a walk moves onto a terrain: the grid, the rows new envs start in, and the contact and constraint
     buffers the terrain's extra contacts need. ``foot_reach`` (m) is how far around a foot the gait reward looks
     for the ground a swing must clear (about the toe's reach past the foot's site, plus a margin);
     ``straight_commands`` is the share of episodes whose command does not turn, so that robots cross their tiles
-    (a turning command held for an episode walks a circle)."""
+    (a turning command held for an episode walks a circle). ``tilt_ends_episode`` keeps the walk's tilt
+    termination (a quadruped on a slope or a step tilts far and recovers); ``touchdown_bodies`` end an episode when
+    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees)."""
 
     terrain: TerrainConfig
     max_init_level: int
@@ -242,73 +321,28 @@ class RoughSpec:
     njmax: int
     foot_reach: float
     straight_commands: float
+    tilt_ends_episode: bool = True
+    touchdown_bodies: tuple[str, ...] = ()
+    touchdown_height: float = 0.0
 
 
-def make_rough_walk(
-    walk: TaskConfig, name: str, rough: RoughSpec, noise_scale: float = 1.0, terrain_level: int | str | None = None
-) -> TaskConfig:
-    """``walk`` on ``rough.terrain``, with the height scan (noise 0.1 m for the actor) in both groups; heights that
-    decide rewards and falls are measured from the ground (a swinging foot's from the highest ground within
-    ``rough.foot_reach`` of it), and a share ``rough.straight_commands`` of the commands walks straight.
-    ``terrain_level`` pins every env to that row (eval at one difficulty), or with ``"all"`` spreads them over every
-    row (eval at each difficulty at once), else the curriculum moves them."""
-    terrain = rough.terrain
-    is_row = (
-        isinstance(terrain_level, int) and not isinstance(terrain_level, bool) and 0 <= terrain_level < terrain.rows
-    )
-    if terrain_level not in (None, "all") and not is_row:
-        raise ValueError(
-            f"terrain_level must be a row of the terrain, 0 to {terrain.rows - 1}, or 'all', got {terrain_level!r}"
-        )
-    built = generate(terrain)
-    ground = built.height_map()
-    origins = torch.from_numpy(built.origins)
-    body = walk.robot.base_body
-    observations = {
-        "policy": {**walk.observations["policy"], "height_scan": _scan_term(ground, body, 0.1 * noise_scale)},
-        "critic": {**walk.observations["critic"], "height_scan": _scan_term(ground, body, 0.0)},
-    }
-    term = {
-        **_on_ground(walk.terminations, ("fall",), ground),
-        "off_terrain": TerminationTerm(terminations.off_terrain, {"ground": ground, "margin": 1.0}, time_out=True),
-    }
-    spawn = EventTerm(
-        events.spawn_on_terrain,
-        {"ground": ground, "origins": origins, "max_init_level": rough.max_init_level, "level": terrain_level},
-        state={"terrain_level": ((), -1.0)},
-    )
-    ordered = iter(walk.events.items())
-    first = dict([next(ordered)])  # the pose event draws about the origin; the spawn carries it onto the tile
-    if set(first) != {"root_pose"}:
-        raise ValueError(f"{name} expects the walk's first event to be root_pose, got {list(first)}")
-    levels = CurriculumTerm(
-        curricula.terrain_levels,
-        state={"terrain_level_mean": 0.0, "terrain_level_std": 0.0},
-        params={
-            "origins": origins,
-            "tile_size": terrain.tile_size,
-            "command": "velocity",
-            "episode_length_s": walk.episode_length_s,
-        },
-    )
-    rewards = _on_ground(walk.rewards, ("feet_phase",), ground)
-    if "feet_phase" in rewards:
-        gait = rewards["feet_phase"]
-        rewards["feet_phase"] = dataclasses.replace(gait, params={**gait.params, "around": footprint(rough.foot_reach)})
-    velocity = walk.commands["velocity"]
-    commands = {
-        **walk.commands,
-        "velocity": dataclasses.replace(velocity, params={**velocity.params, "straight": rough.straight_commands}),
-    }
-    return dataclasses.replace(
-        walk,
-        name=name,
-        terrain=terrain,
-        physics=dataclasses.replace(walk.physics, nconmax=rough.nconmax, njmax=rough.njmax),
-        observations=observations,
-        rewards=rewards,
-        commands=commands,
-        terminations=term,
-        events={**first, "terrain_spawn": spawn, **dict(ordered)},
-        curricula={**walk.curricula, "terrain_levels": levels},
-    )
+@dataclass(frozen=True)
+class Ground:
+    """A ``RoughSpec``'s terrain as the terms read it: the height map, each tile's spawn origin, and the row every
+    env is pinned to (``None``: the curriculum's)."""
+
+    rough: RoughSpec
+    heights: HeightMap
+    origins: torch.Tensor
+    level: int | str | None
+
+    @classmethod
+    def of(cls, rough: RoughSpec, level: int | str | None) -> Ground:
+        terrain = rough.terrain
+        is_row = isinstance(level, int) and not isinstance(level, bool) and 0 <= level < terrain.rows
+        if level not in (None, "all") and not is_row:
+            raise ValueError(
+                f"terrain_level must be a row of the terrain, 0 to {terrain.rows - 1}, or 'all', got {level!r}"
+            )
+        built = generate(terrain)
+        return cls(rough, built.height_map(), torch.from_numpy(built.origins), level)

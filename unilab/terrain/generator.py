@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from unilab.mdp.terrain import HeightMap, surface_height
+from unilab.terrain.heightmap import HeightMap, surface_height
 
 LAYOUTS = ("tiled", "single")
 MAX_SAMPLES = 4096 * 4096

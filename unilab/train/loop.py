@@ -2,11 +2,14 @@
 timing, graph recording, episode and reward-term statistics, log points and checkpoint state.
 
 Statistics accumulate on the device inside the recorded steps; ``log_point`` queues copies of them and ``report``
-reads those once later work is queued, so a log point never stalls the GPU.
+reads those once later work is queued, so a log point never stalls the GPU. The same steps count the env steps whose
+reward terms or observation groups are NaN or infinite, and the update blocks whose losses are: a run reads those at
+its log points and before every checkpoint, and stops instead of saving what they have touched.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,10 +21,18 @@ from torch import nn
 
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.envs.functional import FunctionalEnv
-from unilab.envs.runner import EnvRunner
+from unilab.envs.runner import EnvRunner, NonFiniteError
 from unilab.train.learner import Learner
 
 Lap = tuple[object, object, object]  # (end of the previous iteration, end of collection, end of this one)
+# The trainer's own health counters, beside the env's (``unilab.envs.runner.HEALTH``): env-step rows with a NaN or
+# infinite reward term or observation group, and update blocks with a non-finite loss.
+GUARDS = ("nonfinite_rewards", "nonfinite_observations", "nonfinite_losses")
+
+
+class NonFiniteValueError(NonFiniteError):
+    """A reward term, an observation group, a loss or the learner's state turned NaN or infinite: found on the
+    device, raised at a log point or before a checkpoint, so nothing it touched is saved."""
 
 
 @dataclass
@@ -113,12 +124,33 @@ def scalar_curricula(env: FunctionalEnv) -> list[str]:
 class Report(NamedTuple):
     """What a log point reports: the latest update's ``metrics``; in ``episodes`` the mean return and length of
     the episodes finished and the mean reward terms per env step since the previous log point, and the curricula's
-    task-level values as they stand (``curriculum_<name>``); and the ``health`` counters since the start
-    (``unilab.envs.runner.HEALTH``)."""
+    task-level values as they stand (``curriculum_<name>``); the ``health`` counters since the start
+    (``unilab.envs.runner.HEALTH`` and ``GUARDS``); in ``nonfinite`` each reward term or observation group that was
+    NaN or infinite since the start, as (env steps, envs); and the ``iteration`` it was taken at."""
 
     metrics: dict[str, float]
     episodes: dict[str, float]
     health: dict[str, int]
+    nonfinite: dict[str, tuple[int, int]]
+    iteration: int
+
+
+def nonfinite_message(report: Report) -> str | None:
+    """One line naming what turned NaN or infinite by ``report``, its cause first (a reward term or observation
+    group before the losses it poisoned, the losses before the actions); None when nothing did."""
+    where = f"by iteration {report.iteration}; the run stopped without saving it"
+    if report.nonfinite:
+        found = ", ".join(
+            f"{name} in {steps} env steps of {envs} env{'s' * (envs != 1)}"
+            for name, (steps, envs) in report.nonfinite.items()
+        )
+        return f"NaN or infinite values: {found}, {where}"
+    blocks = report.health["nonfinite_losses"]
+    if blocks:
+        losses = [name for name, value in report.metrics.items() if not math.isfinite(value)]
+        named = f" ({', '.join(losses)})" if losses else ""
+        return f"the losses{named} turned NaN or infinite in {blocks} update blocks, {where}"
+    return None
 
 
 class Trainer:
@@ -186,6 +218,19 @@ class Trainer:
         self._term_sums = torch.zeros(len(self._term_names), device=dev)  # per-step means, summed over steps
         self._term_steps = 0
         self._curriculum_names = list(curricula)  # task-level values, logged as they stand (a mean terrain level)
+        self._open_guards(num_envs)
+
+    def _open_guards(self, num_envs: int) -> None:
+        """The non-finite counters: one row per reward term, then per observation group, each counting the env
+        steps it was NaN or infinite in and marking the envs; and the update blocks with a non-finite loss."""
+        groups = list(self.runner.env.obs_dims)
+        self._guard_rows = [f"reward term {name!r}" for name in self._term_names]
+        self._guard_rows += [f"observation group {group!r}" for group in groups]
+        self._obs_groups = groups
+        rows = len(self._guard_rows)
+        self._nonfinite_steps = torch.zeros(rows, dtype=torch.int64, device=self.device)
+        self._nonfinite_envs = torch.zeros(rows, num_envs, dtype=torch.bool, device=self.device)
+        self._nonfinite_losses = torch.zeros((), dtype=torch.int64, device=self.device)
 
     def _count_step(self, transition: TensorDict) -> None:
         """Fold one env step's transition into the episode and reward-term sums (on the device)."""
@@ -197,7 +242,26 @@ class Trainer:
         self._episodes["length"] += (transition["episode_length"].float() * finished).sum()
         self._episode_return *= 1.0 - finished
         terms = transition["reward_terms"]
-        self._term_sums += torch.stack([terms[name] for name in self._term_names]).mean(-1)
+        stacked = torch.stack([terms[name] for name in self._term_names])
+        self._term_sums += stacked.mean(-1)
+        self._guard_step(stacked, transition)
+
+    def _guard_step(self, terms: torch.Tensor, transition: TensorDict) -> None:
+        """Count, on the device, the envs whose reward terms (``terms``, one row each) or observation groups (the
+        one acted on and the next) are NaN or infinite in this step."""
+        obs = [
+            torch.isfinite(transition[group]).all(-1) & torch.isfinite(transition["next", group]).all(-1)
+            for group in self._obs_groups
+        ]
+        bad = torch.cat([~torch.isfinite(terms), ~torch.stack(obs)])
+        self._nonfinite_steps += bad.sum(-1)
+        self._nonfinite_envs |= bad
+
+    def _guard_losses(self, metrics: TensorDict) -> TensorDict:
+        """Count, on the device, an update block whose ``metrics`` (its losses) are NaN or infinite; returns them."""
+        values = torch.stack([value.detach().float().reshape(()) for value in metrics.values()])
+        self._nonfinite_losses += (~torch.isfinite(values)).any()
+        return metrics
 
     def _graphed(
         self, name: str, fn: Callable[[], TensorDict | None], generators: Sequence[torch.Generator] = ()
@@ -227,7 +291,7 @@ class Trainer:
         parts.update({f"episodes/{key}": value for key, value in self._episodes.items()})
         parts.update({f"term/{name}": value for name, value in zip(self._term_names, self._term_sums, strict=True)})
         parts.update({f"curriculum/{name}": self.runner.state["task", name] for name in self._curriculum_names})
-        parts.update({f"health/{name}": count for name, count in self.runner.health().items()})
+        parts.update(self._guard_parts())
         # float64 keeps the counts exact; the stack is a copy, so the zeroing below is safe.
         flat = torch.stack([value.double() for value in parts.values()])
         self._episodes.zero_()
@@ -242,11 +306,54 @@ class Trainer:
             copied.record()
         return LogPoint(self.iteration, self.env_steps, list(parts), point_steps, host, copied)
 
-    def report(self, point: LogPoint) -> Report:
-        """Raise on non-finite actions or physics buffer overflow up to ``point``; else return its ``Report``."""
-        values = point.read()
+    def _guard_parts(self) -> dict[str, torch.Tensor]:
+        """The health counters (the env's and ``GUARDS``) and, per guarded row, its env steps and envs, on the
+        device."""
+        rows = len(self._term_names)
+        parts = {f"health/{name}": count for name, count in self.runner.health().items()}
+        parts["health/nonfinite_rewards"] = self._nonfinite_steps[:rows].sum()
+        parts["health/nonfinite_observations"] = self._nonfinite_steps[rows:].sum()
+        parts["health/nonfinite_losses"] = self._nonfinite_losses
+        envs = self._nonfinite_envs.sum(-1)
+        for i, row in enumerate(self._guard_rows):
+            parts[f"steps/{row}"], parts[f"envs/{row}"] = self._nonfinite_steps[i], envs[i]
+        return parts
+
+    def _guard_report(self, values: dict[str, float], iteration: int) -> Report:
+        """A ``Report`` of ``values``' health and non-finite rows alone."""
         health = {key.removeprefix("health/"): int(v) for key, v in values.items() if key.startswith("health/")}
-        self.runner.check(health)
+        nonfinite = {
+            row: (int(values[f"steps/{row}"]), int(values[f"envs/{row}"]))
+            for row in self._guard_rows
+            if values[f"steps/{row}"]
+        }
+        return Report({}, {}, health, nonfinite, iteration)
+
+    def report_now(self) -> Report:
+        """The health and the non-finite rows as they stand, read at once (waits for the device): what a run checks
+        before it writes a checkpoint, which waits for the device anyway."""
+        parts = self._guard_parts()
+        values = torch.stack([value.double() for value in parts.values()]).tolist()
+        return self._guard_report(dict(zip(parts, values, strict=True)), self.iteration)
+
+    def check(self, report: Report) -> None:
+        """Raise on what ``report`` found NaN or infinite (``NonFiniteValueError``), then on non-finite actions or
+        physics buffer overflow (``EnvRunner.check``)."""
+        message = nonfinite_message(report)
+        if message is not None:
+            raise NonFiniteValueError(message)
+        self.runner.check(report.health)
+
+    def report(self, point: LogPoint) -> Report:
+        """``read`` then ``check``: raises on anything non-finite or a physics buffer overflow up to ``point``."""
+        report = self.read(point)
+        self.check(report)
+        return report
+
+    def read(self, point: LogPoint) -> Report:
+        """``point``'s ``Report``, checked for nothing (a run records its health before it checks them)."""
+        values = point.read()
+        guarded = self._guard_report(values, point.iteration)
         metrics = {key.removeprefix("metric/"): v for key, v in values.items() if key.startswith("metric/")}
         episodes = {}
         if point.term_steps:
@@ -259,4 +366,4 @@ class Trainer:
                 episode_length=values["episodes/length"] / count,
                 episodes=count,
             )
-        return Report(metrics, episodes, health)
+        return guarded._replace(metrics=metrics, episodes=episodes)

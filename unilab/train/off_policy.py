@@ -302,7 +302,8 @@ class OffPolicyTrainer(Trainer):
     # -- learning ------------------------------------------------------------------------
 
     def _update_block(self) -> TensorDict:
-        return self.learner.update(self.replay.sample(self.learner.minibatch * self.cfg.updates_per_step))
+        batch = self.replay.sample(self.learner.minibatch * self.cfg.updates_per_step)
+        return self._guard_losses(self.learner.update(batch))
 
     def update(self) -> TensorDict:
         """``updates_per_step`` updates; on CUDA the first call also records them as a CUDA graph."""

@@ -102,4 +102,4 @@ class OnPolicyTrainer(Trainer):
 
     def update(self) -> TensorDict:
         """The learner's update block on the latest rollout; on CUDA the first call also records it as a graph."""
-        return self._graphed("update", lambda: self.learner.update(self.rollout))
+        return self._graphed("update", lambda: self._guard_losses(self.learner.update(self.rollout)))

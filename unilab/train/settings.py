@@ -12,34 +12,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from unilab.core.ranges import Range
+
 if TYPE_CHECKING:
     from unilab.train.learner import Learner
 
 COUNT = 2**40  # iterations, steps and intervals: far past any run, far below any overflow
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a key may take: ``low`` to ``high``, each end included unless open. Every key has an upper end too,
-    so nothing a user can type overflows what it is multiplied into (steps of an episode, a timedelta, a network's
-    size, the C51 support) or reaches the allocator unchecked."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    why: str = ""
-
-    def check(self, key: str, value: float) -> None:
-        above = value > self.low if self.low_open else value >= self.low
-        if not (above and value <= self.high):
-            bracket = "(" if self.low_open else "["
-            rule = f"in {bracket}{_number(self.low)}, {_number(self.high)}]" + (f" ({self.why})" if self.why else "")
-            raise ValueError(f"{key} must be {rule}, got {value!r}")
-
-
-def _number(value: float) -> str:
-    """A bound as a user would type it: whole numbers in full (16777216, not 1.67772e+07)."""
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 def setting(default: Any, help: str, bounds: Range | None = None, shape: bool = False) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -98,7 +98,7 @@ def _terminations(motion: MotionClips, ee: torch.Tensor) -> dict[str, Terminatio
 
 def make_task(
     motion_file: MotionSpec | None = None,
-    reset_noise_scale: float = 1.0,
+    reset_noise_scale: NoiseScale = 1.0,
     start: str = "adaptive",
     failure_look_back: int = 1,
 ) -> TaskConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.robots import g1
 from unilab.sim import SimConfig
 from unilab.tasks.walking import Gait, WalkSpec, make_walk
@@ -49,6 +49,6 @@ WALK = WalkSpec(
 )
 
 
-def make_task(noise_scale: float = 1.0) -> TaskConfig:
+def make_task(noise_scale: NoiseScale = 1.0) -> TaskConfig:
     """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes."""
     return make_walk(WALK, noise_scale)

@@ -5,14 +5,14 @@ during the episode. The ranges are ``RANDOMIZATION`` (docs/tasks.md)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from unilab.envs.config import TaskConfig
-from unilab.envs.randomization import Randomization, randomize
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.tasks import g1_walk_flat
-from unilab.tasks.g1_walk_flat.config import make_task as make_walk_task
+from unilab.tasks.g1_walk_flat.config import WALK
+from unilab.tasks.randomization import Randomization
 from unilab.tasks.task import Task, tuning_files
+from unilab.tasks.walking import make_walk
 from unilab.tasks.walking_metrics import METRICS
 
 RANDOMIZATION = Randomization(
@@ -27,10 +27,9 @@ RANDOMIZATION = Randomization(
 )
 
 
-def make_task(noise_scale: float = 1.0, randomization: Randomization = RANDOMIZATION) -> TaskConfig:
+def make_task(noise_scale: NoiseScale = 1.0, randomization: Randomization = RANDOMIZATION) -> TaskConfig:
     """The walk task with ``randomization`` applied; ``noise_scale`` multiplies the observation noise."""
-    walk = make_walk_task(noise_scale=noise_scale)
-    return dataclasses.replace(randomize(walk, randomization), name="g1_walk_flat_rand")
+    return make_walk(WALK, noise_scale, randomization, name="g1_walk_flat_rand")
 
 
 TASK = Task(

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import TaskConfig
-from unilab.envs.randomization import Randomization
+from unilab.envs.config import NoiseScale, TaskConfig
+from unilab.tasks.g1_walk_flat.config import WALK
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
-from unilab.tasks.g1_walk_flat_rand import make_task as make_rand_task
-from unilab.tasks.walking import RoughSpec, make_rough_walk
+from unilab.tasks.randomization import Randomization
+from unilab.tasks.walking import RoughSpec, make_walk
 from unilab.terrain import TerrainConfig
 
 TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.12), slope=(0.0, 0.3))
@@ -21,7 +21,7 @@ ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=96, njmax=600, foot
 
 
 def make_task(
-    noise_scale: float = 1.0,
+    noise_scale: NoiseScale = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
     terrain_level: int | str | None = None,
@@ -29,6 +29,5 @@ def make_task(
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included."""
-    walk = make_rand_task(noise_scale=noise_scale, randomization=randomization)
     rough = dataclasses.replace(ROUGH, terrain=terrain)
-    return make_rough_walk(walk, "g1_walk_rough", rough, noise_scale, terrain_level)
+    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

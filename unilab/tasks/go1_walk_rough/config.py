@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import TaskConfig
-from unilab.envs.randomization import Randomization, randomize
-from unilab.managers.terms import TerminationTerm
-from unilab.mdp import terminations
+from unilab.envs.config import NoiseScale, TaskConfig
 from unilab.robots import go1
-from unilab.tasks.go1_walk_flat.config import make_task as make_flat_task
-from unilab.tasks.walking import RoughSpec, make_rough_walk
+from unilab.tasks.go1_walk_flat.config import WALK
+from unilab.tasks.randomization import Randomization
+from unilab.tasks.walking import RoughSpec, make_walk
 from unilab.terrain import TerrainConfig
 
 RANDOMIZATION = Randomization(
@@ -35,13 +33,23 @@ RANDOMIZATION = Randomization(
 
 TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.1), slope=(0.0, 0.3))
 # A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and a swing's forward reach within a step.
-ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=64, njmax=400, foot_reach=0.05, straight_commands=0.5)
 KNEES = tuple(f"{leg}_calf" for leg in go1.LEGS)
 KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm
+ROUGH = RoughSpec(
+    terrain=TERRAIN,
+    max_init_level=3,
+    nconmax=64,
+    njmax=400,
+    foot_reach=0.05,
+    straight_commands=0.5,
+    tilt_ends_episode=False,
+    touchdown_bodies=KNEES,
+    touchdown_height=KNEE_CLEARANCE,
+)
 
 
 def make_task(
-    noise_scale: float = 1.0,
+    noise_scale: NoiseScale = 1.0,
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
     terrain_level: int | str | None = None,
@@ -49,12 +57,5 @@ def make_task(
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included."""
-    walk = randomize(make_flat_task(noise_scale=noise_scale), randomization)
     rough = dataclasses.replace(ROUGH, terrain=terrain)
-    task = make_rough_walk(walk, "go1_walk_rough", rough, noise_scale, terrain_level)
-    ground = task.terminations["off_terrain"].params["ground"]
-    knees = TerminationTerm(
-        terminations.bodies_near_ground, {"bodies": KNEES, "min_height": KNEE_CLEARANCE, "ground": ground}
-    )
-    kept = {name: term for name, term in task.terminations.items() if name != "tilt"}
-    return dataclasses.replace(task, terminations={"knee_contact": knees, **kept})
+    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

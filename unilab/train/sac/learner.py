@@ -24,7 +24,10 @@ _NOISE_STREAM = rnglib.stream_id("explore/noise")
 
 def _symmetry(spec: EnvSpec) -> Symmetry:
     if not spec.mirrors:
-        raise ValueError("algo.use_symmetry needs a task that declares left-right mirror maps; this one has none")
+        raise ValueError(
+            "algo.use_symmetry needs a task that declares left-right mirror maps for its action and every observation "
+            "term; this one does not"
+        )
     return Symmetry(spec.mirrors["policy"], spec.mirrors["critic"], spec.mirrors["action"])
 
 

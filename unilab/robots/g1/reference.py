@@ -13,8 +13,6 @@ It is kinematic only: nothing here checks balance, contact forces or torque limi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mujoco
 import numpy as np
 import torch
@@ -223,12 +221,3 @@ def generate_reference_clip(
         "joint_names": np.array(JOINT_NAMES),
         "body_names": np.array([model.body(b).name for b in range(model.nbody)]),
     }
-
-
-def save_clip(path: str | Path, clip: dict[str, np.ndarray]) -> Path:
-    """Write float arrays as float32 (ample for 1e-5 FK agreement, half the size), compressed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stored = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in clip.items()}
-    np.savez_compressed(path, **stored)
-    return path

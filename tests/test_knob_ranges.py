@@ -1,0 +1,41 @@
+"""A task knob's range is declared in its factory's annotation and checked with the config, before any work: a finite
+value that is absurd (a noise 1e300 times the task's, a negative one) is one line naming the knob and its range."""
+
+from __future__ import annotations
+
+import pytest
+
+from unilab.apps.compose import knob_ranges, task_knobs
+from unilab.apps.train import main
+from unilab.tasks.registry import list_tasks
+
+
+@pytest.mark.parametrize(
+    ("task", "override", "got"),
+    [
+        ("g1_walk_rough", "task.noise_scale=1e300", "1e+300"),
+        ("g1_walk_flat", "task.noise_scale=-1", "-1"),
+        ("go1_walk_flat", "task.noise_scale=10.5", "10.5"),
+        ("g1_motion_tracking", "task.reset_noise_scale=-0.1", "-0.1"),
+    ],
+)
+def test_an_absurd_knob_value_is_one_line_naming_its_range(task: str, override: str, got: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--cfg", "sim=mujoco", f"task={task}", override])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"train: error: {override.split('=')[0]} must be in [0, 10] (a multiple of the task's noise; 0 turns it off), "
+        f"got {got}"
+    ]
+
+
+@pytest.mark.parametrize("value", ["0", "10", "0.5"])
+def test_the_ends_of_a_knob_s_range_are_taken(value: str, capsys) -> None:
+    main(["--cfg", "sim=mujoco", "task=g1_walk_rough", f"task.noise_scale={value}"])
+    assert f"  noise_scale: {value}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", list_tasks())
+def test_every_numeric_knob_of_a_shipped_task_has_a_range(task: str) -> None:
+    numeric = {knob for knob, default in task_knobs(task).items() if isinstance(default, float)}
+    assert numeric <= set(knob_ranges(task))

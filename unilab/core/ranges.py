@@ -1,0 +1,30 @@
+"""The values a number a user types may take: algorithm settings, run settings and task knobs all declare one, so a
+value out of range is refused in one line naming the key before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a key may take: ``low`` to ``high``, each end included unless open. Every key has an upper end too,
+    so nothing a user can type overflows what it is multiplied into (steps of an episode, a timedelta, a network's
+    size, the C51 support) or reaches the allocator unchecked."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    why: str = ""
+
+    def check(self, key: str, value: float) -> None:
+        above = value > self.low if self.low_open else value >= self.low
+        if not (above and value <= self.high):
+            bracket = "(" if self.low_open else "["
+            rule = f"in {bracket}{_number(self.low)}, {_number(self.high)}]" + (f" ({self.why})" if self.why else "")
+            raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+def _number(value: float) -> str:
+    """A bound as a user would type it: whole numbers in full (16777216, not 1.67772e+07)."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"

@@ -30,15 +30,19 @@ def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1
     return torch.stack([grid_x.reshape(-1), grid_y.reshape(-1)], dim=-1)
 
 
-def scan_points(state: TensorDict, ctx: EnvContext, ground: HeightMap, pattern: torch.Tensor, body: str) -> Tensor:
-    """The surface points (N, points, 3) a height scan reads: ``pattern`` turned with ``body``'s yaw, centred under
-    it, each on the surface there."""
+def _scan_xy(state: TensorDict, ctx: EnvContext, pattern: torch.Tensor, body: str) -> tuple[Tensor, Tensor, Tensor]:
+    """``body``'s world position (N, 3), and the world x and y (N, points) of ``pattern`` turned with its yaw and
+    centred under it."""
     pos = state["sim", "xpos"][:, ctx.body_ids[body]]
     yaw = quat_yaw(state["sim", "xquat"][:, ctx.body_ids[body]])
     cos, sin = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
     px, py = pattern[:, 0], pattern[:, 1]
-    x = pos[:, :1] + cos * px - sin * py
-    y = pos[:, 1:2] + sin * px + cos * py
+    return pos, pos[:, :1] + cos * px - sin * py, pos[:, 1:2] + sin * px + cos * py
+
+
+def scan_points(state: TensorDict, ctx: EnvContext, ground: HeightMap, pattern: torch.Tensor, body: str) -> Tensor:
+    """The surface points (N, points, 3) a height scan reads, for drawing them."""
+    _, x, y = _scan_xy(state, ctx, pattern, body)
     return torch.stack((x, y, ground(x, y)), dim=-1)
 
 
@@ -53,8 +57,8 @@ def height_scan(
     """How far ``body`` stands above the surface at each point of ``pattern``, the pattern turned with the body's
     yaw and centred under it: (N, points), clipped to ``[-clip, clip]``. Level ground under a standing body reads its
     height everywhere; a step up ahead reads less there."""
-    surface = scan_points(state, ctx, ground, pattern, body)[..., 2]
-    return (state["sim", "xpos"][:, ctx.body_ids[body], 2:3] - surface).clamp(-clip, clip)
+    pos, x, y = _scan_xy(state, ctx, pattern, body)
+    return (pos[:, 2:3] - ground(x, y)).clamp(-clip, clip)
 
 
 def scan_mirror_index(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> tuple[int, ...]:

@@ -183,6 +183,9 @@ PENALTY_CURRICULUM = {
 """Penalties start at half weight and grow while episodes last (and shrink while they end early)."""
 
 
+EPISODE_S = 20.0
+
+
 def make_walk(
     spec: WalkSpec,
     noise_scale: float = 1.0,
@@ -221,9 +224,6 @@ def make_walk(
         terrain=None if rough is None else rough.terrain,
     )
     return task if randomization is None else randomize(task, randomization)
-
-
-EPISODE_S = 20.0
 
 
 def _observations(spec: WalkSpec, noise_scale: float, ground: Ground | None) -> dict[str, dict[str, ObsTerm]]:

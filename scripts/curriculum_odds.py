@@ -3,9 +3,10 @@ settles a robot that follows every command exactly.
 
 A curriculum rule is only as good as what it asks of a perfect walker: if such a robot is moved down, the policy
 trains on the easy rows however well it walks. This draws the task's own commands and spawn offsets, walks each
-episode's commanded arc to its end, hands the end states to the task's curriculum term, and prints the odds of moving
-up and down per episode and the rows the envs settle on (a Markov chain over rows, with the spawn's redraw of envs
-that pass the last row).
+episode's commanded arc to its end (or, where the task ends an episode when its robot crosses its tile, to that
+crossing), hands the end states to the task's curriculum term, and prints the odds of moving up and down per
+episode, how long a perfect walker's episodes last, and the rows the envs settle on (a Markov chain over rows, with
+the spawn's redraw of envs that pass the last row).
 """
 
 from __future__ import annotations
@@ -35,8 +36,24 @@ def arc_end(command: torch.Tensor, heading: torch.Tensor, duration_s: float) -> 
     return torch.stack((cos * x - sin * y, sin * x + cos * y), dim=-1)
 
 
+def crossing(
+    command: torch.Tensor, heading: torch.Tensor, start: torch.Tensor, centre: torch.Tensor, reach: float, t: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """When (N,) the commanded arc from ``start`` first passes ``reach`` from ``centre`` within ``t`` seconds (``t``
+    where it never does), looked up every control step of 0.02 s, and where (N, 2) the walker then is."""
+    when = torch.full((command.shape[0],), t)
+    where = start + arc_end(command, heading, t)
+    for step in reversed(range(1, round(t / 0.02) + 1)):  # backwards: the earliest crossing is written last
+        at = start + arc_end(command, heading, step * 0.02)
+        out = torch.linalg.vector_norm(at - centre, dim=-1) > reach
+        when = torch.where(out, step * 0.02, when)
+        where = torch.where(out.unsqueeze(-1), at, where)
+    return when, where
+
+
 def odds(task_name: str, episodes: int, seed: int = 0) -> dict[str, object]:
-    """Per-episode odds of a perfect walker moving up and down from a middle row, and the rows it settles on."""
+    """Per-episode odds of a perfect walker moving up and down from a middle row, its mean episode length in
+    seconds, and the rows it settles on."""
     task = make_task(task_name)
     if task.terrain is None or "terrain_levels" not in task.curricula:
         raise SystemExit(f"{task_name} has no terrain curriculum")
@@ -52,8 +69,14 @@ def odds(task_name: str, episodes: int, seed: int = 0) -> dict[str, object]:
     rows, cols = origins.shape[:2]
     middle = float(rows // 2)
     level = torch.full((episodes,), middle)
-    start = origins[int(middle), torch.arange(episodes) % cols, :2] + spawn["xy_range"] * draws[:, :2]
-    end = start + arc_end(commands, math.pi * draws[:, 2], task.episode_length_s)
+    centre = origins[int(middle), torch.arange(episodes) % cols, :2]
+    start = centre + spawn["xy_range"] * draws[:, :2]
+    heading, length = math.pi * draws[:, 2], task.episode_length_s
+    if "crossed_tile" in task.terminations:  # the episode ends as the robot leaves its tile's half-width
+        reach = task.terminations["crossed_tile"].params["tile_size"] / 2
+        seconds, end = crossing(commands, heading, start, centre, reach, length)
+    else:
+        seconds, end = torch.full((episodes,), length), start + arc_end(commands, heading, length)
     qpos = torch.zeros(episodes, 7)
     qpos[:, :2] = end
     env = {
@@ -63,9 +86,9 @@ def odds(task_name: str, episodes: int, seed: int = 0) -> dict[str, object]:
     }
     state = TensorDict({"env": env, "sim": {"qpos": qpos}}, batch_size=[])
     done = torch.ones(episodes, dtype=torch.bool)
-    moved = curriculum.func(state, ctx, done, **curriculum.params)[("env", "terrain_level")] - level
+    moved = curriculum.func(state, ctx, done, ~done, **curriculum.params)[("env", "terrain_level")] - level
     up, down = float((moved > 0).float().mean()), float((moved < 0).float().mean())
-    return {"up": up, "down": down, "settled": settle(rows, up, down)}
+    return {"up": up, "down": down, "episode_s": float(seconds.mean()), "settled": settle(rows, up, down)}
 
 
 def settle(rows: int, up: float, down: float) -> list[float]:
@@ -94,6 +117,8 @@ def main() -> None:
     settled = result["settled"]
     mean = sum(row * share for row, share in enumerate(settled))
     print(f"{args.task}: a perfect walker moves up in {result['up']:.1%} of episodes, down in {result['down']:.1%}")
+    climb = (result["up"] - result["down"]) / result["episode_s"] * 60
+    print(f"its episodes last {result['episode_s']:.1f} s on average: {climb:.1f} rows a minute of simulated time")
     print("rows it settles on: " + ", ".join(f"{row}: {share:.1%}" for row, share in enumerate(settled)))
     print(f"mean row {mean:.2f}")
 

@@ -251,7 +251,9 @@ def test_failures_count_in_their_clips_bins(env) -> None:
     state = apply_updates(state, {**updates, ("env", "motion"): pointer, ("env", tracking.CLIP_KEY): clip.float()})
     terminated, _ = env.terminations.compute(state, env.ctx)
     assert terminated.tolist() == [False, True, False, False, False, False]
-    update = tracking.failure_ema(state, env.ctx, terminated, **env.task.curricula["adaptive_sampling"].params)
+    update = tracking.failure_ema(
+        state, env.ctx, terminated, terminated, **env.task.curricula["adaptive_sampling"].params
+    )
     expected = torch.zeros(6)
     expected[2 + 1] = 0.001  # clip 0 owns bins 0-1, clip 1 bins 2-4
     torch.testing.assert_close(update[("task", tracking.FAIL_EMA_KEY)], expected)

@@ -84,8 +84,9 @@ def test_the_curriculum_moves_far_walkers_up_short_walkers_and_fallers_down_and_
     steps = [1000, 1000, 300, 1000, 1000, 1000, 400, 300]  # 1000 steps is the whole episode; fewer, it ended early
     state = _levels_state(level, xy, command, steps)
     done = torch.tensor([True, True, True, True, True, False, True, True])
+    failed = torch.tensor([False, False, True, False, False, False, True, True])
     ctx = SimpleNamespace(num_envs=8, max_episode_steps=1000)
-    out = curricula.terrain_levels(state, ctx, done, origins, 8.0, "velocity", 20.0)
+    out = curricula.terrain_levels(state, ctx, done, failed, origins, 8.0, "velocity", 20.0)
     # 0: 4.5 m > 4, up; 1: 1 m of the 20 m its command leads to, less than half: down; 2: fell, clamped at row 0;
     # 3: 1.5 m of the circle's 1.92 m, more than half: stays (judged by speed alone, 1.5 m of 10 m, it went down);
     # 4: off its tile from the last row: past it (the spawn redraws it); 5: not done, unchanged; 6: fell after
@@ -195,6 +196,29 @@ def test_falls_are_measured_from_the_ground_and_the_terrain_edge_truncates() -> 
     low = terminations.root_height_below(state, None, 0.3, ground=ground)
     assert low.tolist() == [False, True, False]  # 0.2 m above the ground, though 0.8 m above z = 0
     assert terminations.off_terrain(state, None, ground, margin=1.0).tolist() == [False, False, True]
+
+
+def test_crossing_its_tile_truncates_an_episode_which_the_curriculum_then_moves_up() -> None:
+    origins = torch.from_numpy(generate(SMALL).origins)
+    level = [0.0, 1.0, 2.0]
+    start = [origins[int(row), i % 2, :2] for i, row in enumerate(level)]
+    xy = [(s + torch.tensor(m)).tolist() for s, m in zip(start, [[3.9, 0.0], [3.0, -3.0], [0.0, 4.1]], strict=True)]
+    state = _levels_state(level, xy, [[1.0, 0.0, 0.0]] * 3, [200, 300, 250])
+    crossed = terminations.crossed_tile(state, None, origins, 8.0)
+    assert crossed.tolist() == [False, True, True]  # 3.9 m, 4.24 m and 4.1 m from the centre
+    ctx = SimpleNamespace(num_envs=3, max_episode_steps=1000)
+    out = curricula.terrain_levels(
+        state, ctx, crossed, torch.zeros(3, dtype=torch.bool), origins, 8.0, "velocity", 20.0
+    )
+    assert out[("env", "terrain_level")].tolist() == [0.0, 2.0, 3.0]  # the first is not done
+
+
+def test_the_crossing_ends_episodes_only_while_the_curriculum_moves_the_rows() -> None:
+    training = make_task("g1_walk_rough")
+    assert training.terminations["crossed_tile"].time_out  # a truncation: the robot did well
+    for level in (9, "all"):
+        assert "crossed_tile" not in make_task("g1_walk_rough", terrain_level=level).terminations
+    assert "crossed_tile" not in make_task("g1_walk_flat").terminations
 
 
 def test_the_rough_walk_builds_its_terrain_into_the_scene_with_the_scan_in_both_groups() -> None:
@@ -311,6 +335,8 @@ def test_a_perfect_walker_climbs_the_rough_walks_curriculum_and_its_arc_ends_whe
     result = curriculum_odds.odds("g1_walk_rough", 20_000)
     # Half the commands walk straight and reach 4 m; a walker that follows them is almost never moved down.
     assert result["up"] > 0.5 and result["down"] < 0.02
+    # Crossing its tile ends most straight walkers' episodes early; the turning ones walk their 20 s.
+    assert 5.0 < result["episode_s"] < 16.0
     settled = result["settled"]
     assert sum(settled) == pytest.approx(1.0) and settled[-1] == max(settled)
 
@@ -327,11 +353,11 @@ def test_a_suite_the_training_conditions_already_cover_is_refused_and_left_out_o
 def test_a_walk_on_terrain_is_stated_in_typed_fields_and_a_row_needs_a_terrain() -> None:
     go1 = make_task("go1_walk_rough")
     # The Go1 on terrain: no tilt termination, a knee near the ground ends the episode, measured from the ground.
-    assert list(go1.terminations) == ["touchdown", "time_out", "off_terrain"]
+    assert list(go1.terminations) == ["touchdown", "time_out", "off_terrain", "crossed_tile"]
     touchdown = go1.terminations["touchdown"].params
     assert touchdown["bodies"] == KNEES and touchdown["min_height"] == KNEE_CLEARANCE and "ground" in touchdown
     g1 = make_task("g1_walk_rough")
-    assert list(g1.terminations) == ["tilt", "fall", "time_out", "off_terrain"]
+    assert list(g1.terminations) == ["tilt", "fall", "time_out", "off_terrain", "crossed_tile"]
     assert list(g1.events)[:3] == ["root_pose", "terrain_spawn", "pd_gains"]  # the spawn carries the drawn pose
     with pytest.raises(ValueError, match="terrain_level needs a terrain; g1_walk_flat walks on flat ground"):
         make_walk(G1_WALK, terrain_level=3)

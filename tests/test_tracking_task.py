@@ -112,7 +112,9 @@ def test_failure_terminates_and_feeds_the_sampling_ema(env) -> None:
     state = _teleport(env, state, qpos, state["sim", "qvel"])
     terminated, _ = env.terminations.compute(state, env.ctx)
     assert terminated.tolist() == [False, True, False, False]
-    update = tracking.failure_ema(state, env.ctx, terminated, **env.task.curricula["adaptive_sampling"].params)
+    update = tracking.failure_ema(
+        state, env.ctx, terminated, terminated, **env.task.curricula["adaptive_sampling"].params
+    )
     ema = update[("task", tracking.FAIL_EMA_KEY)]
     expected = torch.zeros_like(ema)
     expected[75 * ema.shape[0] // _motion(env).num_frames] = 0.001
@@ -124,7 +126,7 @@ def test_failure_ema_ignores_steps_without_failures(env) -> None:
     ema = torch.linspace(0.0, 1.0, state["task", tracking.FAIL_EMA_KEY].shape[0])
     state = apply_updates(state, {("task", tracking.FAIL_EMA_KEY): ema})
     done = torch.ones(N, dtype=torch.bool)  # time-outs do not count
-    update = tracking.failure_ema(state, env.ctx, done, **env.task.curricula["adaptive_sampling"].params)
+    update = tracking.failure_ema(state, env.ctx, done, ~done, **env.task.curricula["adaptive_sampling"].params)
     assert torch.equal(update[("task", tracking.FAIL_EMA_KEY)], ema)
 
 

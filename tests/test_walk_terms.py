@@ -130,14 +130,26 @@ def test_curriculum_moves_the_penalty_scale(env) -> None:
     state.set(("task", "penalty_scale"), torch.tensor(0.8))
     state.set(("env", "episode_step"), torch.tensor([100, 900, 900, 900]))
     done = torch.tensor([True, True, False, False])
-    out = curricula.penalty_scale_by_episode_length(state, env.ctx, done, **params)
+    out = curricula.penalty_scale_by_episode_length(state, env.ctx, done, done, **params)
     # w = 2 / 500; mean length of finished episodes (100 + 900) / 2 = 500
     avg = out[("task", "mean_episode_length")]
     torch.testing.assert_close(avg, torch.tensor(2 / 500 * 500.0))
     torch.testing.assert_close(out[("task", "penalty_scale")], torch.tensor(0.8 * 0.999))  # avg 2 < 150
     state.set(("task", "mean_episode_length"), torch.tensor(800.0))
-    out = curricula.penalty_scale_by_episode_length(state, env.ctx, done, **params)
+    out = curricula.penalty_scale_by_episode_length(state, env.ctx, done, done, **params)
     torch.testing.assert_close(out[("task", "penalty_scale")], torch.tensor(0.8 * 1.001))
-    nothing = curricula.penalty_scale_by_episode_length(state, env.ctx, torch.zeros(4, dtype=torch.bool), **params)
+    none = torch.zeros(4, dtype=torch.bool)
+    nothing = curricula.penalty_scale_by_episode_length(state, env.ctx, none, none, **params)
     torch.testing.assert_close(nothing[("task", "penalty_scale")], torch.tensor(0.8))
     torch.testing.assert_close(nothing[("task", "mean_episode_length")], torch.tensor(800.0))
+
+
+def test_the_penalty_curriculum_counts_an_episode_cut_short_without_a_failure_as_a_whole_one(env) -> None:
+    state = env.reset(make_rng(0))
+    params = env.task.curricula["penalty_scale"].params
+    state.set(("env", "episode_step"), torch.tensor([100, 300, 900, 900]))
+    done = torch.tensor([True, True, False, False])
+    failed = torch.tensor([True, False, False, False])  # env 1 was truncated at step 300
+    out = curricula.penalty_scale_by_episode_length(state, env.ctx, done, failed, **params)
+    whole = (100 + env.ctx.max_episode_steps) / 2
+    torch.testing.assert_close(out[("task", "mean_episode_length")], torch.tensor(2 / 500 * whole))

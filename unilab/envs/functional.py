@@ -258,7 +258,7 @@ class FunctionalEnv:
         next_obs = {group: torch.where(diverged.unsqueeze(-1), 0.0, value) for group, value in next_obs.items()}
         state = apply_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
         episode_length = state["env", "episode_step"]
-        state = self.curricula.update(state, ctx, done)
+        state = self.curricula.update(state, ctx, done, terminated)
 
         state = self._reset_envs(state, done, rng)
         reset_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise, salt=_RESET_SALT)

@@ -217,7 +217,7 @@ class CurriculumManager:
             for name, value in term.state.items()
         }
 
-    def update(self, state: TensorDict, ctx: EnvContext, done: torch.Tensor) -> TensorDict:
+    def update(self, state: TensorDict, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> TensorDict:
         for term in self.terms.values():
-            state = apply_updates(state, term.func(state, ctx, done, **term.params))
+            state = apply_updates(state, term.func(state, ctx, done, terminated, **term.params))
         return state

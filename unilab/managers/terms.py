@@ -91,7 +91,9 @@ class EventTerm:
 
 @dataclass(frozen=True)
 class CurriculumTerm:
-    """``func(state, ctx, done, **params) -> {("task", key): new scalar}`` after every step.
+    """``func(state, ctx, done, terminated, **params) -> {("task", key): new scalar}`` after every step: ``done``
+    marks the episodes that end, ``terminated`` those of them that failed (the rest were cut short, by the time
+    limit or a truncation, and bootstrap).
 
     ``state`` declares the task-level entries it owns (scalars or vectors) with their initial values.
     """

@@ -1,4 +1,4 @@
-"""Curriculum terms: ``(state, ctx, done, **params) -> {state key: new value}`` after every step, before the
+"""Curriculum terms: ``(state, ctx, done, terminated, **params) -> {state key: new value}`` after every step, before the
 finished envs reset: task-level scalars, or per-env entries the next reset reads."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import torch
 from tensordict import TensorDict
 
 from unilab.context import EnvContext
-from unilab.mdp.terrain import tile_origins
+from unilab.mdp.terrain import distance_from_tile
 
 
 def penalty_scale_by_episode_length(
     state: TensorDict,
     ctx: EnvContext,
     done: torch.Tensor,
+    terminated: torch.Tensor,
     window: int,
     down_threshold: float,
     up_threshold: float,
@@ -27,11 +28,12 @@ def penalty_scale_by_episode_length(
     the scale shrinks by (1 - rate) while it is below ``down_threshold`` and grows by
     (1 + rate) above ``up_threshold``, only on steps where some episode ended. Every
     finished episode counts, timeouts included, so a policy that stops falling still moves
-    the scale up.
+    the scale up; an episode cut short without a failure (a truncation) counts as a whole one,
+    since its robot was doing well.
     """
     done_f = done.float()
     n_done = done_f.sum()
-    lengths = state["env", "episode_step"].float()
+    lengths = torch.where(terminated, state["env", "episode_step"].float(), float(ctx.max_episode_steps))
     mean_len = (lengths * done_f).sum() / n_done.clamp(min=1.0)
     w = (n_done / window).clamp(max=1.0)
     avg = (1.0 - w) * state["task", "mean_episode_length"] + w * mean_len
@@ -54,6 +56,7 @@ def terrain_levels(
     state: TensorDict,
     ctx: EnvContext,
     done: torch.Tensor,
+    terminated: torch.Tensor,
     origins: torch.Tensor,
     tile_size: float,
     command: str,
@@ -61,9 +64,9 @@ def terrain_levels(
     short_fraction: float = 0.5,
 ) -> dict:
     """Move each finished env a terrain row up when it walked off its tile's half-width from the centre, and a row
-    down when it did not and either its episode ended early (it fell) or it got less than ``short_fraction`` of the
-    way its command would have carried it over a whole episode (``commanded_displacement``); never below the first
-    row. A level past the last row is left for the spawn event to redraw.
+    down when it did not and either it failed (``terminated``: it fell) or it got less than ``short_fraction`` of
+    the way its command would have carried it over a whole episode (``commanded_displacement``); never below the
+    first row. A level past the last row is left for the spawn event to redraw.
 
     What a command asks is judged by where it leads, not by its speed: a command that turns walks a circle, and a
     robot that follows it perfectly may end near its start, which is no reason to move it down. Commands are drawn
@@ -73,12 +76,10 @@ def terrain_levels(
     "terrain_level_mean"]`` and ``state["task", "terrain_level_std"]``.
     """
     level = state["env", "terrain_level"]
-    origin = tile_origins(origins, level)[:, :2]
-    walked = torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
+    walked = distance_from_tile(state, origins)
     asked = commanded_displacement(state["env", command], episode_length_s)
     up = walked > tile_size / 2
-    early = state["env", "episode_step"] < ctx.max_episode_steps
-    down = (early | (walked < short_fraction * asked)) & ~up
+    down = (terminated | (walked < short_fraction * asked)) & ~up
     moved = (level + up.float() - down.float()).clamp(min=0.0)
     new = torch.where(done, moved, level)
     shown = new.clamp(max=origins.shape[0] - 1)

@@ -20,6 +20,12 @@ def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
     return origins[level.long().clamp(0, rows - 1), column]
 
 
+def distance_from_tile(state: TensorDict, origins: torch.Tensor) -> torch.Tensor:
+    """How far (N,) each env's base stands, in x and y, from the centre of the tile its curriculum row gives it."""
+    origin = tile_origins(origins, state["env", "terrain_level"])[:, :2]
+    return torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
+
+
 def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1) -> torch.Tensor:
     """Points of a regular grid ``size`` metres long (x) and wide (y) centred on the origin, ``resolution`` apart:
     (points, 2). The defaults give mjlab's 17 x 11 = 187 points."""

@@ -151,7 +151,9 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
 
 def _terminations(spec: WalkSpec, ground: Ground | None) -> dict[str, TerminationTerm]:
     """The tilt (unless a terrain lets the robot tilt), the base's and any low bodies' height above the ground, the
-    time-out and, on a terrain, its edge (a truncation: the robot did nothing wrong)."""
+    time-out and, on a terrain, its edge (a truncation: the robot did nothing wrong) and, while the curriculum
+    moves the rows, the crossing of the robot's tile (a truncation too: the curriculum's promotion, without waiting
+    out the episode)."""
     heights = {} if ground is None else {"ground": ground.heights}
     out = {}
     if ground is None or ground.rough.tilt_ends_episode:
@@ -169,6 +171,9 @@ def _terminations(spec: WalkSpec, ground: Ground | None) -> dict[str, Terminatio
         out["off_terrain"] = TerminationTerm(
             terminations.off_terrain, {"ground": ground.heights, "margin": 1.0}, time_out=True
         )
+    if ground is not None and ground.level is None:  # the curriculum's rows, not a row pinned for an eval
+        crossed = {"origins": ground.origins, "tile_size": ground.rough.terrain.tile_size}
+        out["crossed_tile"] = TerminationTerm(terminations.crossed_tile, crossed, time_out=True)
     return out
 
 

@@ -368,6 +368,7 @@ def failure_ema(
     state: TensorDict,
     ctx: EnvContext,
     done: torch.Tensor,
+    terminated: torch.Tensor,
     motion: MotionClips,
     bins_per_clip: torch.Tensor,
     alpha: float,
@@ -379,8 +380,9 @@ def failure_ema(
 ) -> dict:
     """Per clip-bin EMA of failures, updated on steps where some env failed.
 
-    ``done`` also holds time-outs and clip ends, which must not count, so the failures are
-    recomputed from the same pure termination functions on the same (not yet reset) state.
+    ``done`` also holds time-outs and clip ends, which must not count, and ``terminated`` diverged envs, which say
+    nothing of the clip; the failures are recomputed from the same pure termination functions on the same (not yet
+    reset) state.
     """
     failed = tracking_failed(state, ctx, motion, anchor, end_effectors, anchor_z, gravity, end_effector_z).float()
     ema = state["task", FAIL_EMA_KEY]

@@ -278,7 +278,9 @@ def test_a_terrain_suite_is_judged_at_the_hardest_row_and_keeps_every_row() -> N
     assert len(table) == 4 and table[-1].split() == ["row_2", "2", "0.2000", "0.1000", "-", "-", "-"]
 
 
-def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_stairs(tmp_path: Path) -> None:
+def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_stairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     summary = run(compose_config(tiny(tmp_path, "mujoco", "task=g1_walk_rough", "algo.max_iterations=3")))
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert data["status"] == "completed" == summary.status and data["completed_iterations"] == 3
@@ -290,7 +292,15 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     assert stairs["suite"] == "stairs_up" and stairs["distance_walked"] >= 0.0
     # 20 envs on one type of 10 rows: two a row, the hardest row's figures at the head
     assert [row["num_envs"] for row in stairs["terrain_rows"].values()] == [2] * 10
-    assert stairs["fall_rate"] == stairs["terrain_rows"]["row_9"]["fall_rate"]
+    hardest = stairs["terrain_rows"]["row_9"]
+    assert stairs["fall_rate"] == hardest["fall_rate"]
+    # which commands the hardest row's robots followed, and what ended the episodes of those that fell
+    assert stairs["falls_by_command"] == hardest["falls_by_command"] and stairs["ended_by"] == hardest["ended_by"]
+    assert sum(kind["num_envs"] for kind in hardest["falls_by_command"].values()) == 2
+    assert list(hardest["ended_by"]) == ["tilt", "fall", "diverged"]
+    assert sum(hardest["ended_by"].values()) >= round(2 * hardest["fall_rate"])
+    printed = capsys.readouterr().out
+    assert "  row        forward  backward  sideways   turning  standing |      tilt      fall  diverged" in printed
     assert [row["num_envs"] for row in results["slope"]["terrain_rows"].values()] == [2] * 10
     assert sum(row["num_envs"] for row in results["nominal"]["terrain_rows"].values()) == 20
     assert (tmp_path / "run" / "eval_summary_model_3_stairs_up.json").is_file()

@@ -52,7 +52,9 @@ class RobotConfig:
     free-joint body (what a camera follows, what a height scan hangs from); ``torso_body`` the body whose tilt and
     gravity direction the walking terms read; ``payload_body`` the body a payload is strapped to, for mass and
     centre-of-mass randomisation. ``foot_sites`` name the feet and ``foot_pos_sensors`` their world positions, in
-    the same order; ``foot_quat_sensors`` their orientations where the feet are flat enough to have one.
+    the same order; ``foot_quat_sensors`` their orientations where the feet are flat enough to have one, and
+    ``foot_linvel_sensors`` their world-frame linear velocities (``framelinvel``) where a walk weighs how fast a foot
+    moves at what height.
     ``gyro_sensor``, ``upvector_sensor`` and ``linvel_sensor`` name the trunk's angular velocity, z axis in world and
     body-frame linear velocity. ``mirror_joint_index``/``mirror_joint_sign`` mirror a joint vector left-right
     (``mirrored[i] = x[index[i]] * sign[i]``) and ``mirror_foot_index`` the feet.
@@ -77,6 +79,7 @@ class RobotConfig:
     joint_effort: tuple[float, ...]
     action_scale: float | tuple[float, ...] = 1.0
     foot_quat_sensors: tuple[str, ...] = ()
+    foot_linvel_sensors: tuple[str, ...] = ()
     payload_body: str | None = None
 
     def __post_init__(self) -> None:
@@ -97,6 +100,8 @@ class RobotConfig:
         per_foot = {"foot_pos_sensors": self.foot_pos_sensors, "mirror_foot_index": self.mirror_foot_index}
         if self.foot_quat_sensors:
             per_foot["foot_quat_sensors"] = self.foot_quat_sensors
+        if self.foot_linvel_sensors:
+            per_foot["foot_linvel_sensors"] = self.foot_linvel_sensors
         for field_name, values in per_foot.items():
             if len(values) != len(self.foot_sites):
                 raise ValueError(f"robot {self.name}: {len(self.foot_sites)} feet but {field_name} has another count")

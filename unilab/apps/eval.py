@@ -69,6 +69,9 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
     if capture:
         runner.reset(seed)  # the capture's warm-up stepped the envs
     groups = {name: split(env, runner.state) for name, split in metrics.groups.items()}
+    # What ended each failed first episode: its failure terms (and a blown-up physics), where the env records them.
+    causes = [name for name, term in env.task.terminations.items() if not term.time_out]
+    ended_by = {name: torch.zeros(n, dtype=torch.bool, device=dev) for name in (*causes, "diverged")}
     running = torch.ones(n, dtype=torch.bool, device=dev)
     failed = torch.zeros(n, dtype=torch.bool, device=dev)
     length = torch.full((n,), env.ctx.max_episode_steps, dtype=torch.int64, device=dev)
@@ -79,6 +82,9 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         done = transition["next", "done"]
         ending = running & done
         failed |= ending & transition["next", "terminated"]
+        if env.task.record_terminations:
+            hits = {**transition["termination_terms"].select(*causes).to_dict(), "diverged": transition["diverged"]}
+            ended_by = {name: ended | (ending & hits[name]) for name, ended in ended_by.items()}
         length = torch.where(ending, transition["episode_length"], length)
         actives.append(running & ~done)
         steps.append(read(env, runner.state))
@@ -95,6 +101,7 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         "failed": failed,
         "length": length,
         "groups": groups,
+        "ended_by": ended_by if env.task.record_terminations else {},
     }
 
 
@@ -110,6 +117,8 @@ def _score_envs(env: FunctionalEnv, data: dict[str, Any], envs: torch.Tensor) ->
         episode_length=data["length"][envs],
         dt=env.ctx.dt,
     )
+    if data["ended_by"]:  # of the failed episodes, how many each term ended (several may end one)
+        figures["ended_by"] = {name: int((ended & envs).sum()) for name, ended in data["ended_by"].items()}
     return {"num_envs": count, **figures}
 
 
@@ -151,6 +160,7 @@ def evaluate(
     ckpt, task, overrides = source.checkpoint, source.task, source.overrides
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
+    overrides["record_terminations"] = True
     starts = metrics_of(task).starts
     own_reset = {"reset": {}}  # a task without named starts: its env's own reset, scored once
     runs = {name: suite_overrides(task, suite, {**overrides, **args}) for name, args in (starts or own_reset).items()}
@@ -406,8 +416,9 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(
             f"  {result['nonfinite_actions']} env steps had non-finite actions (NaN or inf; zeros were applied)"
         )
+    lines += breakdown_lines(result)
     if "terrain_rows" in result:
-        lines += row_table(result["terrain_rows"])
+        lines += row_table(result["terrain_rows"]) + breakdown_table(result["terrain_rows"])
     if metrics_of(result["task"]).thresholds:  # which groups an average over all envs may hide
         for name, verdicts in judged_groups(result["task"], result).items():
             below = [group for group, meets in verdicts.items() if not meets]
@@ -426,6 +437,39 @@ def row_table(rows: dict[str, dict[str, Any]]) -> list[str]:
     for row, figures in rows.items():
         cells = "".join(f" {figures[name]:15.4f}" if name in figures else f" {'-':>15}" for name in ROW_FIGURES)
         lines.append(f"  {row:<8} {figures['num_envs']:>5}{cells}")
+    return lines
+
+
+def _fell_of(kinds: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``fell/envs`` of each kind of command."""
+    return {kind: f"{round(f.get('fall_rate', 0.0) * f['num_envs'])}/{f['num_envs']}" for kind, f in kinds.items()}
+
+
+def breakdown_lines(figures: dict[str, Any]) -> list[str]:
+    """Which commands the robots that fell were following, and what ended their episodes, where the task says."""
+    lines = []
+    if "falls_by_command" in figures:
+        fell = ", ".join(f"{kind} {cell}" for kind, cell in _fell_of(figures["falls_by_command"]).items())
+        lines.append(f"  falls by command (fell/envs): {fell}")
+    if "ended_by" in figures:
+        lines.append(f"  falls ended by: {', '.join(f'{name} {count}' for name, count in figures['ended_by'].items())}")
+    return lines
+
+
+def breakdown_table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per terrain row: its falls by kind of command (fell/envs), then how many each termination ended."""
+    scored = [figures for figures in rows.values() if "falls_by_command" in figures]
+    if not scored:
+        return []
+    kinds, causes = list(scored[0]["falls_by_command"]), list(scored[0].get("ended_by", {}))
+
+    def line(name: str, left: list[str], right: list[str]) -> str:
+        return f"  {name:<8}" + "".join(f" {cell:>9}" for cell in left) + " |" + "".join(f" {c:>9}" for c in right)
+
+    lines = [line("row", kinds, causes)]
+    for row, figures in rows.items():
+        fell, ended = _fell_of(figures.get("falls_by_command", {})), figures.get("ended_by", {})
+        lines.append(line(row, [fell.get(k, "-") for k in kinds], [str(ended.get(c, "-")) for c in causes]))
     return lines
 
 

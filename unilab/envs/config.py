@@ -37,9 +37,11 @@ class TaskConfig:
 
     ``observations`` maps group name (``policy``, ``critic``) to ordered terms; the group
     widths follow from the terms. ``obs_noise`` switches the terms' noise on or off as a
-    whole (off for evaluation). ``terrain`` replaces the scene's floor by a generated terrain; the terms that read
-    the ground (spawn, height scan, feet, falls) carry its height map, so a terrain is chosen through the task's
-    factory, which builds both together.
+    whole (off for evaluation). ``record_terminations`` adds every termination term's flags to each transition,
+    under ``termination_terms``: eval turns it on to say what ended the failed episodes; training reads none of
+    them, so its transitions keep their layout. ``terrain`` replaces the scene's floor by a generated terrain; the
+    terms that read the ground (spawn, height scan, feet, falls) carry its height map, so a terrain is chosen
+    through the task's factory, which builds both together.
     """
 
     name: str
@@ -57,6 +59,7 @@ class TaskConfig:
     penalty_scale_key: StateKey | None = None
     obs_noise: bool = True
     terrain: TerrainConfig | None = None
+    record_terminations: bool = False
 
     def __post_init__(self) -> None:
         if not self.episode_length_s > 0:

@@ -246,7 +246,8 @@ class FunctionalEnv:
         state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 
         diverged = self._diverged(state["sim"])
-        terminated, truncated = self.terminations.compute(state, ctx)
+        hits = self.terminations.hits(state, ctx)
+        terminated, truncated = self.terminations.combine(hits, ctx)
         terminated = terminated | diverged
         truncated = truncated & ~diverged
         done = terminated | truncated
@@ -286,6 +287,8 @@ class FunctionalEnv:
             },
             batch_size=n,
         )
+        if self.task.record_terminations:
+            transition.set("termination_terms", TensorDict(hits, batch_size=n))
         return state, transition
 
     # -- data for learners -----------------------------------------------------------------

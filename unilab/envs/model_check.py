@@ -107,6 +107,7 @@ def check_names(model: mujoco.MjModel, robot: RobotConfig, where: str) -> None:
             [
                 *robot.foot_pos_sensors,
                 *robot.foot_quat_sensors,
+                *robot.foot_linvel_sensors,
                 robot.gyro_sensor,
                 robot.upvector_sensor,
                 robot.linvel_sensor,

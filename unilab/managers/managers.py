@@ -115,17 +115,25 @@ class TerminationManager:
     def __init__(self, terms: Mapping[str, TerminationTerm]) -> None:
         self.terms = terms
 
-    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
-        """(terminated, truncated), each bool ``(N,)``; an env both failing and timing out is terminated."""
+    def hits(self, state: TensorDict, ctx: EnvContext) -> dict[str, torch.Tensor]:
+        """Each term's flags, bool ``(N,)`` by name: what ended an episode, where several could have."""
+        return {name: term.func(state, ctx, **term.params) for name, term in self.terms.items()}
+
+    def combine(self, hits: Mapping[str, torch.Tensor], ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """(terminated, truncated) from ``hits``, each bool ``(N,)``; an env both failing and timing out is
+        terminated."""
         zeros = torch.zeros(ctx.num_envs, dtype=torch.bool, device=ctx.device)
         terminated, truncated = zeros, zeros
-        for term in self.terms.values():
-            hit = term.func(state, ctx, **term.params)
+        for name, term in self.terms.items():
             if term.time_out:
-                truncated = truncated | hit
+                truncated = truncated | hits[name]
             else:
-                terminated = terminated | hit
+                terminated = terminated | hits[name]
         return terminated, truncated & ~terminated
+
+    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """(terminated, truncated), each bool ``(N,)``; an env both failing and timing out is terminated."""
+        return self.combine(self.hits(state, ctx), ctx)
 
 
 class CommandManager:

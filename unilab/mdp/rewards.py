@@ -83,3 +83,31 @@ def feet_phase_height_exp(
     feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
     z = feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
     return torch.exp(-(z - target).square().sum(-1) / sigma)
+
+
+def feet_clearance_by_speed(
+    state: TensorDict,
+    ctx: EnvContext,
+    command: str,
+    foot_pos_sensors: tuple[str, ...],
+    foot_linvel_sensors: tuple[str, ...],
+    target_height: float,
+    deadzone: float,
+    ground: HeightMap | None = None,
+    around: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """sum_feet |h_foot - target_height| * |v_foot_xy|, while the command asks for motion (its planar speed plus
+    its yaw rate above ``deadzone``), else 0.
+
+    A foot may move fast only at the swing's height: one that sweeps forward low catches a step's riser with its
+    toe, and one that slides while it stands slips. ``h_foot`` counts from z = 0, or on a terrain from the highest
+    surface within the ``around`` offsets (``footprint``) of the foot, so the height a foot must hold over a step
+    is measured from the step's top before its toe reaches the riser. A robot asked to stand still may shuffle its
+    feet into place at any height."""
+    feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
+    height = feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
+    velocity = torch.stack([sensor(state, ctx, name)[:, :2] for name in foot_linvel_sensors], dim=1)
+    cost = ((height - target_height).abs() * torch.linalg.vector_norm(velocity, dim=-1)).sum(-1)
+    asked = state["env", command]
+    moving = torch.linalg.vector_norm(asked[:, :2], dim=-1) + asked[:, 2].abs() > deadzone
+    return torch.where(moving, cost, 0.0)

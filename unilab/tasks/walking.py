@@ -52,6 +52,7 @@ REWARDS = (
     "penalty_action_rate",
     "pose",
     "penalty_feet_ori",
+    "penalty_feet_clearance",
     "feet_phase",
     "alive",
 )
@@ -97,6 +98,8 @@ class WalkSpec:
             raise ValueError(f"walk {self.name}: {len(self.pose_weights)} pose weights for {self.robot.name}")
         if "penalty_feet_ori" in self.weights and not self.robot.foot_quat_sensors:
             raise ValueError(f"walk {self.name}: penalty_feet_ori needs foot orientation sensors")
+        if "penalty_feet_clearance" in self.weights and not self.robot.foot_linvel_sensors:
+            raise ValueError(f"walk {self.name}: penalty_feet_clearance needs foot velocity sensors")
 
 
 def joint_mirror(robot: RobotConfig) -> Mirror:
@@ -124,12 +127,20 @@ def _actor_terms(robot: RobotConfig, noise_scale: float) -> dict[str, ObsTerm]:
 
 def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
     """The weighted rewards of ``REWARDS``, in that order; the third entry of each marks a penalty the curriculum
-    scales. On a terrain the swing height counts from the highest ground within the feet's reach."""
+    scales. On a terrain the swing height counts from the highest ground within the feet's reach. The clearance
+    penalty asks a moving foot for the gait's swing height, so that it and the gait reward ask for one swing."""
     robot, gait = spec.robot, spec.gait
     gyro, linvel, upvector = robot.gyro_sensor, robot.linvel_sensor, robot.upvector_sensor
+    heights = {} if ground is None else {"ground": ground.heights, "around": footprint(ground.rough.foot_reach)}
     feet = {"phase": "gait_phase", "foot_pos_sensors": robot.foot_pos_sensors, "swing_height": gait.swing_height}
-    if ground is not None:
-        feet |= {"ground": ground.heights, "around": footprint(ground.rough.foot_reach)}
+    clearance = {
+        "command": "velocity",
+        "foot_pos_sensors": robot.foot_pos_sensors,
+        "foot_linvel_sensors": robot.foot_linvel_sensors,
+        "target_height": gait.swing_height,
+        "deadzone": spec.commands["deadzone"],
+        **heights,
+    }
     lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
     terms = {
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
@@ -139,7 +150,8 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         "penalty_action_rate": (rewards.action_rate_l2, {}, True),
         "pose": (rewards.joint_pose_weighted_l2, {"weights": torch.tensor(spec.pose_weights)}, True),
         "penalty_feet_ori": (rewards.quat_xy_l2, {"quat_sensors": robot.foot_quat_sensors}, True),
-        "feet_phase": (rewards.feet_phase_height_exp, {**feet, "sigma": gait.sigma}, False),
+        "penalty_feet_clearance": (rewards.feet_clearance_by_speed, clearance, True),
+        "feet_phase": (rewards.feet_phase_height_exp, {**feet, **heights, "sigma": gait.sigma}, False),
         "alive": (rewards.alive, {}, False),
     }
     return {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import TensorDict
 
@@ -29,13 +31,15 @@ def score(
     episode_length: torch.Tensor,
     dt: float,
     position: torch.Tensor | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Velocity-tracking scores from (T, N) trajectories.
 
     ``commands`` (T, N, 3) is (vx, vy, wz) in the base frame, matching ``lin_vel_xy`` (T, N, 2) from the robot's
     body-frame velocity sensor and ``yaw_rate`` (T, N) from its gyro, the same signals the rewards use.
     ``failed`` (N,) marks envs whose first episode ended by a failure termination rather than the time-out.
-    ``distance_walked`` is the mean path length of the first episodes, in metres. Given ``position`` (T, N, 3), the
+    ``distance_walked`` is the mean path length of the first episodes, in metres. ``falls_by_command`` splits the
+    envs by the kind of command their first episode held (``command_kinds``), each kind with its envs and fall rate,
+    so that a fall rate names what the robots that fell were asked to do. Given ``position`` (T, N, 3), the
     base's world x and y and the height of the lowest foot, ``fall_distance`` is how far from their starting point
     the robots that fell were at their last scored step (on a pyramid of stairs: on the platform, on the steps, or
     past them), ``fall_rise`` how much higher their lowest foot then was (negative: on the way down); both are left
@@ -50,6 +54,7 @@ def score(
         "yaw_rate_error": active_mean(yaw, active),
         "distance_walked": float(path.mean()),
         **episode_lengths(episode_length, dt),
+        "falls_by_command": falls_by_command(commands[0], failed),
     }
     if position is not None and failed.any():
         last = (active.long().sum(0) - 1).clamp(min=0)  # each env's last scored step
@@ -58,6 +63,45 @@ def score(
         figures["fall_distance"] = float(torch.linalg.vector_norm(moved[failed, :2], dim=-1).mean())
         figures["fall_rise"] = float(moved[failed, 2].mean())
     return figures
+
+
+TURN_RATE = 0.2
+"""rad/s: a command turning slower than this is walked as if straight: its robot turns less than 35 degrees in the 3 s
+a 0.5 m/s walker takes to reach a terrain pyramid's first step, and meets the steps about as a straight one does."""
+
+
+def command_kinds(command: torch.Tensor, turn_rate: float = TURN_RATE) -> dict[str, torch.Tensor]:
+    """Envs (N,) by the kind of their command (N, 3) (vx, vy, wz), a partition: ``turning`` above ``turn_rate``
+    whatever the walk; else ``standing`` with no planar speed (the commands' deadzone zeroes the slow ones), else
+    ``forward``, ``backward`` or ``sideways`` by the larger planar component. The terrain suites hand half their
+    robots straight commands and half turning ones, in every direction: one fall rate hides which of them fail."""
+    vx, vy, wz = command.unbind(-1)
+    turning = wz.abs() > turn_rate
+    standing = (vx == 0) & (vy == 0) & ~turning
+    walking = ~turning & ~standing
+    along = vx.abs() >= vy.abs()
+    return {
+        "forward": walking & along & (vx > 0),
+        "backward": walking & along & (vx < 0),
+        "sideways": walking & ~along,
+        "turning": turning,
+        "standing": standing,
+    }
+
+
+def falls_by_command(command: torch.Tensor, failed: torch.Tensor) -> dict[str, dict[str, float]]:
+    """For each of ``command_kinds``: its envs and, where it has any, the share of them that fell.
+
+    ``command`` is each env's command at its first scored step, which its first episode holds throughout; an env
+    whose episode ended on its very first step (only a physics that blew up does that) is counted under the command
+    of the episode after it."""
+    out = {}
+    for kind, envs in command_kinds(command).items():
+        count = int(envs.sum())
+        out[kind] = (
+            {"num_envs": count} if count == 0 else {"num_envs": count, "fall_rate": float(failed[envs].float().mean())}
+        )
+    return out
 
 
 METRICS = EvalMetrics(readings, score, thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)})

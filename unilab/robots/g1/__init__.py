@@ -169,6 +169,8 @@ SENSORS: dict[str, int] = {
     "left_foot_quat": 4,
     "right_foot_pos": 3,
     "right_foot_quat": 4,
+    "left_foot_linvel": 3,
+    "right_foot_linvel": 3,
 }
 """Sensor name -> dimension, in the MJCF's order."""
 
@@ -185,6 +187,7 @@ ROBOT = RobotConfig(
     foot_sites=FOOT_SITES,
     foot_pos_sensors=("left_foot_pos", "right_foot_pos"),
     foot_quat_sensors=("left_foot_quat", "right_foot_quat"),
+    foot_linvel_sensors=("left_foot_linvel", "right_foot_linvel"),
     gyro_sensor="torso_gyro",
     upvector_sensor="torso_upvector",
     linvel_sensor="pelvis_local_linvel",

@@ -75,6 +75,10 @@ SENSORS: dict[str, int] = {
     "FL_foot_pos": 3,
     "RR_foot_pos": 3,
     "RL_foot_pos": 3,
+    "FR_foot_linvel": 3,
+    "FL_foot_linvel": 3,
+    "RR_foot_linvel": 3,
+    "RL_foot_linvel": 3,
 }
 """Sensor name -> dimension, in the MJCF's order."""
 
@@ -90,6 +94,7 @@ ROBOT = RobotConfig(
     torso_body="trunk",
     foot_sites=FOOT_SITES,
     foot_pos_sensors=tuple(f"{leg}_foot_pos" for leg in LEGS),
+    foot_linvel_sensors=tuple(f"{leg}_foot_linvel" for leg in LEGS),
     gyro_sensor="trunk_gyro",
     upvector_sensor="trunk_upvector",
     linvel_sensor="trunk_local_linvel",

@@ -9,11 +9,21 @@ from __future__ import annotations
 import dataclasses
 
 from unilab.envs.config import NoiseScale, TaskConfig
-from unilab.tasks.g1_walk_flat.config import WALK
+from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.walking import RoughSpec, make_walk
 from unilab.terrain import TerrainConfig
+
+# A foot that sweeps forward low catches a riser with its toe: the walk on terrain pays for a foot's speed away from
+# the swing height (mjlab's G1 foot clearance, weight -2.0 there). mjlab's reward manager multiplies every weight by
+# the control step, 0.02 s; ours does too (``RewardManager``: dt * sum(w * term), dt 0.02 s), and our velocity
+# tracking has mjlab's weight and kernel (2.0, exp(-e^2 / 0.25)), so the weight carries over as it is: -2.0, that
+# is -0.04 times the term per step. Like our other penalties it starts at half weight under the penalty curriculum
+# and reaches -2.0 once episodes last. The flat walks leave it out.
+WALK = dataclasses.replace(
+    FLAT_WALK, name="g1_walk_rough", weights={**FLAT_WALK.weights, "penalty_feet_clearance": -2.0}
+)
 
 TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.12), slope=(0.0, 0.3))
 # The foot's site sits 9.5 cm behind its toe; 15 cm lifts a swing 5 cm before the toe would meet a riser.

@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--core", type=int, default=0, help="the CPU core to run on")
     args = parser.parse_args()
+    if args.core not in os.sched_getaffinity(0):
+        parser.error(f"--core {args.core} is not one this process may run on: {sorted(os.sched_getaffinity(0))}")
     os.sched_setaffinity(0, {args.core})
     policy = Policy(args.policy, threads=1)
     robot = MujocoRobot(load_scene(policy), policy.metadata)

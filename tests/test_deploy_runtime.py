@@ -39,14 +39,15 @@ def _standing(policy: Policy) -> Readings:
 
 def test_the_runtime_and_its_check_import_no_torch(exported: Path) -> None:
     """A process in which the training stack cannot be imported (as on a robot without it) loads the policy, acts
-    once and runs ``unilab deploy check`` on a short episode; none of the stack is in ``sys.modules`` after."""
+    once and runs ``unilab deploy check`` on a short episode; none of the stack is in ``sys.modules`` after, and
+    ``unilab deploy export``, which needs it, says so in one line."""
     code = f"""
 import sys
 
 class NotInstalled:
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in {TRAINING_STACK!r}:
-            raise ImportError(f"{{name}} is not installed here")
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
 
 sys.meta_path.insert(0, NotInstalled())
 import numpy as np
@@ -59,10 +60,17 @@ from unilab.apps.cli import main
 out = {str(exported.parent / "cli")!r}
 main(["deploy", "check", {str(exported)!r}, "--episodes", "1", "--seconds", "0.1", "--out", out])
 print(" ".join(sorted(set(sys.modules) & set({TRAINING_STACK!r}))) or "none")
+try:
+    main(["deploy", "export", "--checkpoint", {str(exported)!r}, "--out", out + "/p.onnx"])
+except SystemExit as exc:
+    print("export exit", exc.code)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[-1] == "none", done.stdout
+    assert done.stdout.splitlines()[-2:] == ["none", "export exit 2"], done.stdout
+    # Exporting needs the training stack: where it is missing, that is one line, not a traceback.
+    refusal = "unilab deploy export: error: needs the training stack, and torch is not installed here"
+    assert done.stderr == refusal + ": export where it is\n"
 
 
 @pytest.mark.parametrize(

@@ -152,10 +152,12 @@ def export(argv: list[str]) -> Path:
     check_output(EXPORT_PROG, out, "--out", suffix=".onnx")
     if out.exists() and not args.force:
         fail(EXPORT_PROG, f"{out} already exists: --force replaces it")
-    from unilab.apps.deploy_export import export_policy, scene_path
-    from unilab.apps.policy import REFUSALS, policy_source
-    from unilab.tasks.registry import make_functional_env
-
+    try:  # a robot's computer has the runtime alone: exporting needs the stack the policy was trained with
+        from unilab.apps.deploy_export import export_policy, scene_path
+        from unilab.apps.policy import REFUSALS, policy_source
+        from unilab.tasks.registry import make_functional_env
+    except ModuleNotFoundError as exc:
+        fail(EXPORT_PROG, f"needs the training stack, and {exc.name} is not installed here: export where it is")
     try:
         source = policy_source(args.checkpoint, None, None)
         env = make_functional_env(source.task, sim="mujoco", num_envs=1, device="cpu", **source.overrides)

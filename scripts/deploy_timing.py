@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unilab.deploy import Policy
+from unilab.deploy import DeployError, Policy
 from unilab.deploy.check import load_scene
 from unilab.deploy.episodes import Conditions, draw_starts
 from unilab.deploy.mujoco_robot import MujocoRobot
@@ -41,8 +41,11 @@ def main() -> None:
     if args.core not in os.sched_getaffinity(0):
         parser.error(f"--core {args.core} is not one this process may run on: {sorted(os.sched_getaffinity(0))}")
     os.sched_setaffinity(0, {args.core})
-    policy = Policy(args.policy, threads=1)
-    robot = MujocoRobot(load_scene(policy), policy.metadata)
+    try:
+        policy = Policy(args.policy, threads=1)
+        robot = MujocoRobot(load_scene(policy), policy.metadata)
+    except DeployError as exc:
+        parser.error(str(exc))
     episode = policy.metadata.check.episode_s
     parts: dict[str, list[float]] = {"read (simulation)": [], "observe": [], "act": []}
     while len(parts["act"]) < args.steps:  # an episode's worth of steps from each start, until there are enough

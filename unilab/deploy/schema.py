@@ -145,14 +145,14 @@ class Termination:
 @dataclass(frozen=True)
 class Check:
     """What the sim-to-sim check needs besides the runtime's part: the scene (an MJB file beside the policy, with
-    its SHA-256), its physics step, episode length, base body, starts, terminations, the sensors tracking is scored
-    with, the task's thresholds and the actuation latency training drew (None where it drew none)."""
+    its SHA-256), its physics step, episode length, starts and terminations, the velocity sensor tracking is scored
+    with (the yaw rate is the IMU's gyro), the task's thresholds and the actuation latency training drew (None where
+    it drew none), which the check takes by default."""
 
     scene: str
     scene_sha256: str
     physics_dt: float
     episode_s: float
-    base_body: str
     start: Start
     terminations: tuple[Termination, ...]
     linvel_sensor: str

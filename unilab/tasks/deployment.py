@@ -237,7 +237,6 @@ def _check(env: FunctionalEnv, scene: str, scene_sha256: str) -> schema.Check:
         scene_sha256=scene_sha256,
         physics_dt=float(env.ctx.physics_dt),
         episode_s=float(env.task.episode_length_s),
-        base_body=env.task.robot.base_body,
         start=start,
         terminations=ends,
         linvel_sensor=env.task.robot.linvel_sensor,

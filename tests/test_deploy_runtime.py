@@ -4,6 +4,7 @@ control period, and its simulated robot steps the physics as training's backend 
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,3 +175,15 @@ def test_without_imperfections_the_simulated_robot_steps_as_training_did(exporte
     robot.advance(policy.control_dt)
     np.testing.assert_array_equal(robot.data.ctrl, targets.position)
     assert robot.data.time == pytest.approx(policy.control_dt) and robot.model.opt.timestep == model.opt.timestep
+
+
+def test_the_deploy_page_s_examples_run(exported: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulated loop of ``docs/deploy.md`` runs as written beside a policy; the robot loop's imports name real
+    modules (its robot is the reader's to write)."""
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "deploy.md").read_text(), re.DOTALL)
+    loop, simulated = (next(b for b in blocks if key in b) for key in ("run_loop", "MujocoRobot"))
+    exec("\n".join(line for line in loop.splitlines() if line.startswith(("import ", "from "))), {})
+    monkeypatch.chdir(exported.parent)
+    names: dict = {}
+    exec(simulated, names)
+    assert names["robot"].data.time == pytest.approx(250 * names["policy"].control_dt)

@@ -612,7 +612,8 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
         cli.main(["fly"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.splitlines() == [
-        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, list, cache (unilab --help)"
+        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, deploy, list, cache "
+        "(unilab --help)"
     ]
     cli.main(["list", "--help"])
     assert capsys.readouterr().out.startswith("usage: unilab list")
@@ -620,7 +621,9 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
     assert '"bench": "physics"' in capsys.readouterr().out
     cli.main(["--help"])  # returns: exit status 0
     help_text = capsys.readouterr().out
-    assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "list", "cache"))
+    assert all(
+        f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "deploy", "list", "cache")
+    )
     cli.main(["list"])
     listing = capsys.readouterr().out
     assert "g1_walk_flat           100 / 103, 29" in listing and "physics backends: mjwarp, mujoco" in listing

@@ -29,6 +29,8 @@ from unilab.deploy.schema import DeployError
 
 @dataclass
 class EpisodeResult:
+    """One episode's sums, kept apart so that the figures pool every scored step of every episode, as eval's do."""
+
     failed: bool = False
     length: int = 0  # control steps, the ending one included
     active: int = 0  # steps scored
@@ -63,7 +65,7 @@ def load_scene(policy: Policy, scene: Path | None = None) -> mujoco.MjModel:
 
 
 def run_episode(
-    policy: Policy, robot: MujocoRobot, start: EpisodeStart, steps: int, jitter_s: float, rng
+    policy: Policy, robot: MujocoRobot, start: EpisodeStart, steps: int, jitter_s: float, rng: np.random.Generator
 ) -> EpisodeResult:
     """One episode of at most ``steps`` control steps: read, act and write at each read time (the control grid, moved
     by up to ``jitter_s``), the physics advanced between reads, the terminations tested after each advance."""

@@ -84,6 +84,10 @@ class MujocoRobot:
         self._pending: list[tuple[float, JointTargets]] = []
         self.latency_s = 0.0
         self._gain_scale = (1.0, 1.0)
+        # Since the last reset, per joint: the closest a joint came to a limit (rad; negative past it), and the
+        # largest torque as a share of its limit.
+        self.worst_joint_margin = np.full(len(metadata.joints.names), np.inf)
+        self.worst_torque_ratio = np.zeros(len(metadata.joints.names))
 
     def _actuator_of(self, joint: int, name: str) -> int:
         model = self.model
@@ -96,8 +100,8 @@ class MujocoRobot:
         """The geom groups a scan's ray may hit: those of the world body's geoms, provided no robot geom is in one."""
         model = self.model
         world = model.geom_bodyid == 0
-        groups = np.zeros(6, dtype=np.uint8)
-        groups[np.unique(model.geom_group[world])] = 1
+        groups = np.zeros(mujoco.mjNGROUP, dtype=np.uint8)  # a ray meets no geom of a group past these
+        groups[[g for g in np.unique(model.geom_group[world]) if 0 <= g < mujoco.mjNGROUP]] = 1
         shared = sorted(set(model.geom_group[~world].tolist()) & set(np.flatnonzero(groups).tolist()))
         if shared and self._scan_body is not None:
             raise DeployError(
@@ -119,8 +123,8 @@ class MujocoRobot:
         self._pending = []
         joints = self.metadata.joints
         self._apply(JointTargets(np.asarray(joints.default_pos), np.asarray(joints.kp), np.asarray(joints.kv)))
-        self.worst_joint_margin = np.full(len(joints.names), np.inf)
-        self.worst_torque_ratio = np.zeros(len(joints.names))
+        self.worst_joint_margin[:] = np.inf
+        self.worst_torque_ratio[:] = 0.0
         self._refresh()
 
     def _refresh(self) -> None:
@@ -145,6 +149,8 @@ class MujocoRobot:
     # -- Robot ----------------------------------------------------------------------------------------------
 
     def read(self) -> Readings:
+        """The readings at the current simulation time, each with the noise asked for (the quaternion has none: no
+        walk trained with noise on gravity)."""
         d = self.data
         readings = {
             "joint_pos": d.qpos[self._qpos].copy(),
@@ -158,6 +164,7 @@ class MujocoRobot:
         return Readings(quat=d.xquat[self._imu_body].copy(), **readings)
 
     def write(self, targets: JointTargets) -> None:
+        """The targets reach the motors ``latency_s`` from now (``advance`` applies them when due)."""
         self._pending.append((self.data.time + self.latency_s, targets))
 
     # -- time -----------------------------------------------------------------------------------------------

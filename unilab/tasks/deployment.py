@@ -9,6 +9,7 @@ terminations; a task whose episodes it cannot start or end is exported runnable 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -31,6 +32,9 @@ _PHYSICS_EVENTS = (
     randomization.randomize_action_delay,
     events.push_root,
 )
+
+
+_SPAWN_LIFT = inspect.signature(events.spawn_on_terrain).parameters["lift"].default
 
 
 class Unsupported(Exception):
@@ -184,15 +188,8 @@ def _start(env: FunctionalEnv) -> tuple[schema.Start, tuple[float, float] | None
     origins = None
     if spawn is not None:
         tiles = spawn["origins"]
-        rows, level = tiles.shape[0], spawn.get("level")
-        chosen = (
-            range(rows)
-            if level == "all"
-            else [level]
-            if level is not None
-            else range(min(spawn["max_init_level"], rows - 1) + 1)
-        )
-        origins = tuple(tuple(tuple(map(float, tile)) for tile in tiles[row].tolist()) for row in chosen)
+        rows = _start_rows(tiles.shape[0], spawn.get("level"), spawn["max_init_level"])
+        origins = tuple(tuple(tuple(map(float, tile)) for tile in tiles[row].tolist()) for row in rows)
     start = schema.Start(
         qpos=_floats(env.ctx.default_qpos),
         xy=float(pose["xy_range"]),
@@ -200,9 +197,19 @@ def _start(env: FunctionalEnv) -> tuple[schema.Start, tuple[float, float] | None
         root_vel=float(pose["root_vel_range"]),
         gain_scale=gains,
         origins=origins,
-        lift=float(spawn.get("lift", 0.02)) if spawn is not None else 0.0,
+        lift=float(spawn.get("lift", _SPAWN_LIFT)) if spawn is not None else 0.0,
     )
     return start, latency
+
+
+def _start_rows(rows: int, level: int | str | None, max_init_level: int) -> range | list[int]:
+    """The terrain rows episodes start on, as ``events.spawn_on_terrain`` picks them: every row for ``"all"``, the
+    pinned one, or those up to the curriculum's first level."""
+    if level == "all":
+        return range(rows)
+    if level is not None:
+        return [int(level)]
+    return range(min(max_init_level, rows - 1) + 1)
 
 
 def _termination(name: str, term: TerminationTerm) -> schema.Termination | None:

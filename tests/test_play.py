@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from tests.test_train import TINY
+from torchrl_ext import export
 from unilab.apps import curves, play
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
@@ -136,10 +137,36 @@ def test_an_exported_policy_carries_what_a_deployment_needs(tiny_run: Path, tmp_
     assert layout["gyro"] == [0, 3] and max(end for _, end in layout.values()) == 100
     assert meta["action_term"] == "joint_position_offsets" and meta["action_params"] == {"scale": 1.0}
     assert len(meta["default_joint_pos"]) == 29 and meta["control_dt"] == pytest.approx(0.02)
+    deploy = meta["deploy"]  # the runtime's document (unilab.deploy.schema), and the scene beside it
+    assert (
+        deploy["version"] == 1 and deploy["task"] == "g1_walk_flat" and deploy["joints"]["names"] == meta["joint_names"]
+    )
+    assert deploy["check"]["scene"] == "policy.mjb" and (tiny_run / "policy.mjb").is_file()
     moved = tmp_path / "elsewhere.onnx"  # away from its run directory: the file alone says what to play
     moved.write_bytes((tiny_run / "policy.onnx").read_bytes())
     video = play.main(["--onnx", str(moved), "--seconds", "0.06", "--num-envs", "1", "--width", "64", "--height", "48"])
     assert video.stat().st_size > 0
+
+
+def test_deploy_export_of_a_checkpoint_gives_what_train_exported(tiny_run: Path, tmp_path: Path) -> None:
+    """``unilab deploy export`` from the run's last checkpoint: the same actor, metadata and scene as the policy the
+    run exported itself, under the new file's name."""
+    import onnx
+
+    from unilab.apps.deploy import main as deploy_main
+    from unilab.deploy import Policy
+
+    out = deploy_main(["export", "--checkpoint", str(tiny_run / "model_3.pt"), "--out", str(tmp_path / "p.onnx")])
+    assert out == tmp_path / "p.onnx" and (tmp_path / "p.mjb").read_bytes() == (tiny_run / "policy.mjb").read_bytes()
+    exported, trained = (Policy(path).metadata for path in (out, tiny_run / "policy.onnx"))
+    assert exported.check.scene == "p.mjb" and exported == dataclasses.replace(
+        trained, check=dataclasses.replace(trained.check, scene="p.mjb")
+    )
+    meta = {e.key: e.value for e in onnx.load(str(out)).metadata_props}
+    assert meta["task"] == "g1_walk_flat" and meta["algo"] == "sac" and len(meta["commit"]) == 40
+    obs = np.random.default_rng(0).normal(size=(4, exported.obs_width)).astype(np.float32)
+    actions = [export.run_onnx(path, obs) for path in (out, tiny_run / "policy.onnx")]
+    np.testing.assert_array_equal(actions[0], actions[1])
 
 
 def test_save_still_takes_the_middle_of_a_frame_list(tmp_path: Path) -> None:

@@ -612,7 +612,8 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
         cli.main(["fly"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.splitlines() == [
-        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, list, cache (unilab --help)"
+        "unilab: error: unknown command 'fly'; commands: train, eval, play, view, bench, deploy, list, cache "
+        "(unilab --help)"
     ]
     cli.main(["list", "--help"])
     assert capsys.readouterr().out.startswith("usage: unilab list")
@@ -620,7 +621,9 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
     assert '"bench": "physics"' in capsys.readouterr().out
     cli.main(["--help"])  # returns: exit status 0
     help_text = capsys.readouterr().out
-    assert all(f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "list", "cache"))
+    assert all(
+        f"  {name}" in help_text for name in ("train", "eval", "play", "view", "bench", "deploy", "list", "cache")
+    )
     cli.main(["list"])
     listing = capsys.readouterr().out
     assert "g1_walk_flat           100 / 103, 29" in listing and "physics backends: mjwarp, mujoco" in listing
@@ -699,6 +702,7 @@ def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, c
     assert f"tensorboard --logdir {tmp_path / 'run'}" in out
     assert f"unilab eval --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
     assert f"unilab view --checkpoint {tmp_path / 'run' / 'model_3.pt'}" in out
+    assert "deploy check" not in out  # no policy file was exported to check
 
 
 def test_the_closing_text_counts_the_solver_s_iteration_limits_in_one_line(tmp_path: Path) -> None:
@@ -712,7 +716,9 @@ def test_the_closing_text_counts_the_solver_s_iteration_limits_in_one_line(tmp_p
     sim = SimpleNamespace(model=g1.load_model(), solver_limit_steps=lambda: 0)
     training = SimpleNamespace(cfg=cfg, run_dir=tmp_path, env=SimpleNamespace(sim=sim))
     summary = RunSummary("completed", "sac", "g1_walk_flat", "mujoco", 16, last_checkpoint=str(tmp_path / "model_3.pt"))
-    assert "note:" not in next_steps(training, summary, [])
+    closing = next_steps(training, summary, [])
+    assert "note:" not in closing
+    assert f"unilab deploy check {tmp_path / 'policy.onnx'}   # on the robot's runtime" in closing
     sim.solver_limit_steps = lambda: 4021
     notes = [line for line in next_steps(training, summary, []).splitlines() if line.startswith("note:")]
     assert notes == [

@@ -23,6 +23,7 @@ COMMANDS = {
     "play": ("unilab.apps.play", "render a policy to play_video.mp4 (and a still with --still)"),
     "view": ("unilab.apps.view", "serve a web viewer of a policy running live (viser; loopback, --port)"),
     "bench": ("unilab.apps.bench", "throughput: canonical train runs, env steps, physics, drift"),
+    "deploy": ("unilab.apps.deploy", "run an exported policy without torch: 'check' it in C MuJoCo, 'export' one"),
     "list": ("unilab.apps.cli", "the tasks (observation and action sizes), algorithms and physics backends"),
     "cache": ("unilab.apps.cache", "where compiled kernels and graphs are kept, their sizes; 'clear' removes them"),
 }
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     if argv[0] == "cache":  # reads folders only: no stack to load, no caches to place
         importlib.import_module(COMMANDS["cache"][0]).main(argv[1:])
+        return
+    if argv[0] == "deploy":  # the runtime needs no torch; its export loads the stack itself, after its own checks
+        configure()
+        importlib.import_module(COMMANDS["deploy"][0]).main(argv[1:])
         return
     check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load

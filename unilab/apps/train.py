@@ -23,7 +23,7 @@ from unilab.apps.catalog import cuda_available
 from unilab.apps.compose import compose_config, task_knobs
 from unilab.apps.config import TrainConfig, settings_fields, unknown_key_message
 from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
-from unilab.apps.run_dir import RunSummary
+from unilab.apps.run_dir import POLICY_FILENAME, RunSummary
 from unilab.apps.signals import Interrupted, StopSignals
 from unilab.core.files import DiskFullError
 from unilab.envs.runner import NonFiniteError
@@ -118,6 +118,9 @@ def next_steps(training: TrainingRun, summary: RunSummary, arguments: list[str])
         f"  {shell_command('unilab')} play --checkpoint {checkpoint}",
         f"  {shell_command('unilab')} view --checkpoint {checkpoint}   # in a browser (docs/viewer.md)",
     ]
+    if cfg.training.export_onnx and summary.status == "completed":  # the policy file is there
+        policy = run_dir / POLICY_FILENAME
+        lines.append(f"  {shell_command('unilab')} deploy check {policy}   # on the robot's runtime (docs/deploy.md)")
     limited = training.env.sim.solver_limit_steps()
     if limited:  # counted, not printed per world and step as MuJoCo Warp would
         lines.append(

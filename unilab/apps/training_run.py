@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import sys
 import time
 from collections import deque
@@ -23,10 +22,10 @@ import torch
 from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
-from torchrl_ext.export import export_policy_onnx
 from unilab.apps.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
 from unilab.apps.compose import task_overrides
 from unilab.apps.config import TrainConfig
+from unilab.apps.deploy_export import export_policy
 from unilab.apps.loggers import RunLogger
 from unilab.apps.metrics import TailRateMeter
 from unilab.apps.play import play
@@ -45,7 +44,7 @@ from unilab.apps.signals import StopSignals
 from unilab.apps.startup import StartupClock, cache_line, process_age_s
 from unilab.apps.watchdog import StallWatchdog
 from unilab.core.cache_dirs import configure
-from unilab.core.files import DiskFullError, replacing
+from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import NonFiniteError
 from unilab.tasks.registry import make_functional_env
@@ -420,10 +419,8 @@ class TrainingRun:
         self._publish(self._summary("running", point))
 
     def _export(self) -> None:
-        metadata = policy_metadata(self.env, self.cfg, self.environment)
-        policy_obs = self.env.obs_dims["policy"]
-        with replacing(self.run_dir / POLICY_FILENAME) as path:  # a full disk is then named in one line
-            export_policy_onnx(self.trainer.loss.actor, policy_obs, path, metadata=metadata)
+        origin = run_origin(self.cfg, self.environment)
+        export_policy(self.trainer.loss.actor, self.env, self.run_dir / POLICY_FILENAME, origin)
 
     def _playback(self, result: RunSummary) -> None:
         """A video of the final policy; a failure is reported in the summary, the run keeps its status."""
@@ -452,14 +449,11 @@ def _resume(trainer: Trainer, ckpt: dict, path: str) -> None:
         raise CheckpointError(f"checkpoint {path} does not fit the config: {reason}") from None
 
 
-def policy_metadata(env: FunctionalEnv, cfg: TrainConfig, environment: dict[str, Any]) -> dict[str, str]:
-    """What ``policy.onnx`` carries for a deployment and for ``unilab play/eval --onnx``: the env's policy
-    interface (JSON values) and where the policy came from."""
-    interface = {key: json.dumps(value) for key, value in env.policy_io().items()}
-    origin = {
+def run_origin(cfg: TrainConfig, environment: dict[str, Any]) -> dict[str, str]:
+    """Where an exported policy came from, for its metadata: the task (and its motion file), algorithm and commit."""
+    return {
         "task": cfg.task.name,
         "algo": cfg.algo.name,
         "commit": str(environment.get("git_commit")),
         "motion_file": cfg.task.motion_file or "",
     }
-    return {**interface, **origin}

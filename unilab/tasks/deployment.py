@@ -213,10 +213,11 @@ def _start_rows(rows: int, level: int | str | None, max_init_level: int) -> rang
 
 
 def _termination(name: str, term: TerminationTerm) -> schema.Termination | None:
-    """The check's form of a termination term; None for the time limit, which the episode length is."""
+    """The check's form of a termination term; None for the time limit, which the episode length is, and for the
+    crossing of a tile, which is the training curriculum's promotion (an eval's episodes run their whole length)."""
     func, p = term.func, term.params
     on_ground = p.get("ground") is not None
-    if func is terminations.time_out:
+    if func in (terminations.time_out, terminations.crossed_tile):
         return None
     if func is terminations.tilt_exceeds:
         return schema.Termination("tilt", float(p["limit"]), sensor=p["upvector"])

@@ -353,6 +353,15 @@ def chromium(binary: str, address: str, output: str) -> subprocess.CompletedProc
 PAGE_W, PAGE_H = 800, 600
 
 
+def robot_pixels(image: np.ndarray) -> np.ndarray:
+    """Where the G1's green geoms are; the page, floor and panel are not green, but the connection icon and the axes
+    gizmo have green in them and are left out."""
+    r, g, b = image[..., 0], image[..., 1], image[..., 2]
+    robot = (g > r + 40) & (g > b + 40)
+    robot[:60] = robot[-150:, :150] = False
+    return robot
+
+
 def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_path: Path, tmp_path: Path) -> None:
     """The panel holds every control the docs describe, and a new page frames the robot: it spans at least a
     quarter of the view's height (a fixed camera once showed the G1 at a sixth and the Go1 as a speck)."""
@@ -364,19 +373,22 @@ def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_pat
     shot = tmp_path / "page.png"
     try:
         dom = chromium(binary, address, "--dump-dom")
-        result = chromium(binary, address, f"--screenshot={shot}")
-        assert shot.is_file(), result.stderr[-2000:]
+        # The scene reaches the page over a websocket in real time while the browser's clock is virtual: on a busy
+        # machine a shot can come before the bodies did. A page that never draws them fails every attempt.
+        for _ in range(3):
+            result = chromium(binary, address, f"--screenshot={shot}")
+            assert shot.is_file(), result.stderr[-2000:]
+            image = imageio.imread(shot)[..., :3].astype(int)
+            robot = robot_pixels(image)
+            if robot.sum() > 800:
+                break
     finally:
         stop.set()
         thread.join(timeout=5)
         server.stop()
     texts = page_texts(dom.stdout)
     assert [control for control in CONTROLS if control not in texts] == [], dom.stderr[-2000:]
-    image = imageio.imread(shot)[..., :3].astype(int)
     assert image.std() > 10, "the screenshot is blank"
-    r, g, b = image[..., 0], image[..., 1], image[..., 2]
-    robot = (g > r + 40) & (g > b + 40)  # the G1's geoms are green; the page, floor and panel are not
-    robot[:60] = robot[-150:, :150] = False  # but the connection icon and the axes gizmo have green in them
     assert robot.sum() > 800, f"only {robot.sum()} robot-coloured pixels: the bodies did not render"
     rows = np.flatnonzero(robot.any(axis=1))
     assert rows[-1] - rows[0] > PAGE_H / 4, f"the robot spans {rows[-1] - rows[0]} of {PAGE_H} pixels"

@@ -171,7 +171,7 @@ def test_control_handlers() -> None:
 
 def test_steering_sets_the_walking_command(server, onnx_path: Path) -> None:
     env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2, obs_noise=False)
-    assert walking_command(env).ranges == ((-0.6, 1.0), (-0.4, 0.4), (-0.8, 0.8)) and not clip_names(env)
+    assert walking_command(env).ranges == ((-0.6, 1.0), (-0.4, 0.4), (-0.8, 0.8)) and not clip_names(env.task)
     from unilab.apps.policy import onnx_policy
 
     controls = Controls(steer=True, command=[0.7, 0.0, -0.3])
@@ -226,7 +226,7 @@ def test_the_command_serves_then_stops(capsys: pytest.CaptureFixture, onnx_path:
 
 def test_the_clip_menu_shows_an_env_playing_that_clip() -> None:
     env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=2, start="first_frame", obs_noise=False)
-    clips = clip_names(env)
+    clips = clip_names(env.task)
     assert clips and walking_command(env) is None
 
     class NoScene:

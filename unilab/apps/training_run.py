@@ -49,8 +49,9 @@ from unilab.apps.watchdog import StallWatchdog
 from unilab.core.cache_dirs import configure
 from unilab.core.files import DiskFullError, replacing
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import task_layout
 from unilab.envs.runner import NonFiniteError
-from unilab.tasks.registry import make_functional_env
+from unilab.tasks.registry import build_env, make_task
 from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
@@ -126,8 +127,8 @@ class TrainingRun:
 
             check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
-        probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
-        check_memory(cfg, probe, device, world)
+        task = make_task(cfg.task.name, **task_overrides(cfg))
+        check_memory(cfg, task_layout(task), device, world)
         world.start(torch.device(device), cfg.training.dist_timeout_s)
         clock.device = torch.device(device)
         try:
@@ -140,9 +141,7 @@ class TrainingRun:
             if world.leader:
                 announce("train", cache_line(caches))
                 announce("train", f"building {cfg.algo.num_envs} {cfg.task.name} envs on {cfg.sim.name} ({device})")
-            env = make_functional_env(
-                cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
-            )
+            env = build_env(task, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device)
             clock.mark("env_build", parts=env.sim.startup)
             if world.leader:
                 captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""

@@ -22,8 +22,9 @@ import torch.distributed as dist
 
 from tests.test_train import TINY, for_algo
 from torchrl_ext.distributed import World, digest
-from unilab.apps.compose import compose_config, task_overrides
+from unilab.apps.compose import compose_config
 from unilab.core.rng import derive_seed
+from unilab.run.config import task_overrides
 from unilab.tasks.registry import make_functional_env
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.seeding import rank_seed

@@ -16,20 +16,21 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from tests.test_train import tiny
-from unilab.apps.catalog import BACKENDS, shipped_tasks, task_sizes
+from unilab.apps.catalog import shipped_tasks, task_sizes
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
 from unilab.apps.eval import suites_of
 from unilab.apps.play import main as play_main
 from unilab.apps.policy import onnx_policy
 from unilab.apps.train import run
-from unilab.apps.viewer.controls import Controls
-from unilab.apps.viewer.live import LiveSession
-from unilab.apps.viewer.scene import RobotScene
-from unilab.apps.viewer.server import LOOPBACK, serve
 from unilab.context import EnvContext
 from unilab.robots import g1, go1
+from unilab.run.config import BACKENDS
 from unilab.tasks.registry import make_env, make_functional_env
+from unilab.viewer.controls import Controls
+from unilab.viewer.live import LiveSession
+from unilab.viewer.scene import RobotScene
+from unilab.viewer.server import LOOPBACK, serve
 
 ROBOTS = {"g1": g1, "go1": go1}
 

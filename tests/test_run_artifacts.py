@@ -16,10 +16,10 @@ import torch
 
 from torchrl_ext import export
 from torchrl_ext.networks import Actor
-from unilab.apps import run_dir
-from unilab.apps.metrics import TailRateMeter
-from unilab.apps.run_dir import Progress, RunRecord, RunSummary, environment_info, make_run_dir, write_json_atomic
-from unilab.apps.startup import StartupClock
+from unilab.run import run_dir
+from unilab.run.metrics import TailRateMeter
+from unilab.run.run_dir import Progress, RunRecord, RunSummary, environment_info, make_run_dir, write_json_atomic
+from unilab.run.startup import StartupClock
 
 # ---------------------------------------------------------------------------------------------------------------
 # TailRateMeter
@@ -193,7 +193,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A signal's KeyboardInterrupt (or any error) halfway through torch.save never leaves a truncated model_N.pt."""
-    from unilab.apps import checkpoint
+    from unilab.run import checkpoint
 
     target = tmp_path / "model_10.pt"
     checkpoint.save_checkpoint({"weights": torch.ones(1000)}, target)
@@ -213,7 +213,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
 
 
 def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> None:
-    from unilab.apps.checkpoint import prune_checkpoints
+    from unilab.run.checkpoint import prune_checkpoints
 
     for iteration in (5, 10, 100, 20):
         (tmp_path / f"model_{iteration}.pt").write_bytes(b"x")
@@ -225,7 +225,7 @@ def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> No
 
 
 def test_memory_check_names_the_parts_and_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from unilab.apps import resources
+    from unilab.run import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda device: 1024**3)
     resources.check_fits({"replay": 1024**2}, torch.device("cpu"), "lower it")

@@ -59,7 +59,7 @@ def test_the_gpu_probe_agrees_with_torch() -> None:
 def test_a_training_run_loads_the_viewer_only_when_it_serves_one() -> None:
     """viser costs a quarter of a second and is absent where no viewer runs (a GPU box): ``train`` without
     ``training.viewer`` never imports it."""
-    code = "import sys, unilab.apps.train, unilab.apps.training_run; print('viser' in sys.modules)"
+    code = "import sys, unilab.apps.train, unilab.run.training_run; print('viser' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert proc.stdout.split()[-1] == "False"
 
@@ -74,10 +74,11 @@ def test_the_shipped_tasks_are_the_registry_s_and_their_sizes_their_envs() -> No
 
 
 def test_the_declared_backends_are_the_real_ones() -> None:
+    from unilab.run import config
     from unilab.sim import BACKENDS, default_backend
     from unilab.tasks.registry import ENTRY_POINT_GROUP
 
-    assert catalog.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
+    assert config.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
     assert catalog.ENTRY_POINT_GROUP == ENTRY_POINT_GROUP
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from test_train import tiny
 
-from unilab.apps import run_dir as run_dir_module
-from unilab.apps import training_run
-from unilab.apps.run_dir import SUMMARY_FILENAME
 from unilab.apps.train import main
+from unilab.run import run_dir as run_dir_module
+from unilab.run import training_run
+from unilab.run.run_dir import SUMMARY_FILENAME
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = ["training.export_onnx=false", "algo.max_iterations=20"]

@@ -24,13 +24,13 @@ from torchrl_ext.export import export_policy_onnx
 from unilab.apps import view
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
-from unilab.apps.viewer import geometry, stream
-from unilab.apps.viewer.controls import SPEEDS, Controls
-from unilab.apps.viewer.live import LiveSession, clip_names, walking_command
-from unilab.apps.viewer.scene import FILL, RobotScene, add_geom, robots_size, shown_geoms
-from unilab.apps.viewer.server import LOOPBACK, serve
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
+from unilab.viewer import geometry, stream
+from unilab.viewer.controls import SPEEDS, Controls
+from unilab.viewer.live import LiveSession, clip_names, walking_command
+from unilab.viewer.scene import FILL, RobotScene, add_geom, robots_size, shown_geoms
+from unilab.viewer.server import LOOPBACK, serve
 
 # Every geom type the viewer draws, on the world body and on a moving one.
 ALL_SHAPES = """

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import unilab
+from unilab.run.config import BACKENDS
 from unilab.train.registry import ALGORITHMS
 
 ENTRY_POINT_GROUP = "unilab.tasks"  # as unilab.tasks.registry reads it
-BACKENDS = ("mjwarp", "mujoco")  # unilab.sim.BACKENDS
 DEFAULT_ALGO = "sac"  # as configs/train.yaml's defaults list chooses it
 DEFAULT_TASK = "g1_walk_flat"  # as configs/train.yaml's defaults list chooses it
 

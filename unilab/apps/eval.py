@@ -30,12 +30,12 @@ import torch
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
-from unilab.apps.progress import announce, bar
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
-from unilab.apps.run_dir import write_json_atomic
 from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.run.progress import announce, bar
+from unilab.run.run_dir import write_json_atomic
 from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import build_env, list_tasks, make_task, override_names
 from unilab.tasks.task import Threshold

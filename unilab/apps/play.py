@@ -31,16 +31,16 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
-from unilab.apps.config import MAX_PLAY_SECONDS
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, Policy, policy_source
-from unilab.apps.progress import announce, bar
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
-from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.mdp.terrain import scan_points
+from unilab.run.config import MAX_PLAY_SECONDS
+from unilab.run.progress import announce, bar
+from unilab.run.run_dir import VIDEO_FILENAME
 from unilab.tasks.registry import build_env, list_tasks, make_task, override_names
 
 COLLISION_GROUP = 3

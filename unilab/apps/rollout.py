@@ -9,9 +9,9 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.args import InputError
-from unilab.apps.resources import check_fits
 from unilab.envs.config import TaskConfig
 from unilab.envs.layout import EnvView, task_layout
+from unilab.run.resources import check_fits
 from unilab.tasks.metrics import episode_lengths
 from unilab.tasks.registry import get_task, make_task
 from unilab.tasks.task import EvalMetrics

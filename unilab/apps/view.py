@@ -19,11 +19,11 @@ from unilab.apps.args import ArgumentParser, InputError, check_rollout_args, fai
 from unilab.apps.play import shown_overrides
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, task_of
-from unilab.apps.viewer.controls import Controls, build_panel
-from unilab.apps.viewer.live import LiveSession, clip_names
-from unilab.apps.viewer.scene import RobotScene
-from unilab.apps.viewer.server import LOOPBACK, check_port, serve, url
 from unilab.tasks.registry import build_env, list_tasks
+from unilab.viewer.controls import Controls, build_panel
+from unilab.viewer.live import LiveSession, clip_names
+from unilab.viewer.scene import RobotScene
+from unilab.viewer.server import LOOPBACK, PortUnavailable, check_port, serve, url
 
 SIMS = ("mujoco", "mjwarp")
 MAX_VIEW_ENVS = 1024  # envs stepped live; only the first few are drawn
@@ -57,8 +57,8 @@ def start(
     paused: bool = False,
 ) -> tuple[LiveSession, threading.Event, threading.Thread, str]:
     """Check the inputs, build the env, the policy and the page, and start the live loop on its own thread;
-    returns the session, the event that stops it, its thread and the page's address. Raises one of ``REFUSALS``
-    before any work where an input is wrong (a missing policy, an unknown task, a port in use)."""
+    returns the session, the event that stops it, its thread and the page's address. Raises one of ``REFUSALS`` or
+    ``PortUnavailable`` before any work where an input is wrong (a missing policy, an unknown task, a port in use)."""
     if onnx is not None and not Path(onnx).is_file():
         raise InputError(f"onnx policy not found: {onnx}")
     check_port(host, port)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         session, stop, thread, address = start(
             args.checkpoint, args.onnx, args.task, args.sim, args.num_envs, args.host, args.port, args.seed, args.paused
         )
-    except REFUSALS as exc:
+    except (*REFUSALS, PortUnavailable) as exc:
         fail(parser.prog, exc)
     port = session.scene.server.get_port()  # the one asked for, or the free one port 0 found
     print(f"viewer: {address} (over SSH: ssh -L {port}:localhost:{port} <this host>; Ctrl-C stops)")

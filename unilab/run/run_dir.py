@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from unilab.apps.metrics import TailRateMeter
+from unilab.run.metrics import TailRateMeter
 
 if TYPE_CHECKING:
-    from unilab.apps.startup import StartupClock
+    from unilab.run.startup import StartupClock
 from unilab.core.files import write_atomic
 
 SUMMARY_FILENAME = "run_summary.json"

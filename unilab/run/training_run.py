@@ -1,5 +1,5 @@
 """A training run: checked and built by ``TrainingRun.prepare``, then ``run`` drives the loop and writes the run
-directory (config, summary, logs, checkpoints, ONNX policy, playback).
+directory (config, summary, logs, checkpoints, ONNX policy); the ``train`` command plays the final policy back.
 
 The loop is the same on every rank; rank 0 alone writes the run directory. Every rank steps ``num_envs`` envs per
 iteration in lockstep with the others (the update block's all-reduces hold them together), so rank 0 counts
@@ -24,16 +24,19 @@ from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
 from torchrl_ext.export import export_policy_onnx
-from unilab.apps.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
-from unilab.apps.compose import task_overrides
-from unilab.apps.config import TrainConfig
-from unilab.apps.loggers import RunLogger
-from unilab.apps.metrics import TailRateMeter
-from unilab.apps.play import play
-from unilab.apps.preflight import check_inputs, check_memory, load_resume, resolve_device
-from unilab.apps.progress import announce
-from unilab.apps.run_claim import Claim, claim_for_world
-from unilab.apps.run_dir import (
+from unilab.core.cache_dirs import configure
+from unilab.core.files import DiskFullError, replacing
+from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import task_layout
+from unilab.envs.runner import NonFiniteError
+from unilab.run.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
+from unilab.run.config import TrainConfig, task_overrides
+from unilab.run.loggers import RunLogger
+from unilab.run.metrics import TailRateMeter
+from unilab.run.preflight import check_inputs, check_memory, load_resume, resolve_device
+from unilab.run.progress import announce
+from unilab.run.run_claim import Claim, claim_for_world
+from unilab.run.run_dir import (
     CONFIG_FILENAME,
     POLICY_FILENAME,
     STACKS_FILENAME,
@@ -43,21 +46,16 @@ from unilab.apps.run_dir import (
     environment_info,
     write_json_atomic,
 )
-from unilab.apps.signals import StopSignals
-from unilab.apps.startup import StartupClock, cache_line, process_age_s
-from unilab.apps.watchdog import StallWatchdog
-from unilab.core.cache_dirs import configure
-from unilab.core.files import DiskFullError, replacing
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.layout import task_layout
-from unilab.envs.runner import NonFiniteError
+from unilab.run.signals import StopSignals
+from unilab.run.startup import StartupClock, cache_line, process_age_s
+from unilab.run.watchdog import StallWatchdog
 from unilab.tasks.registry import build_env, make_task
 from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
 
 if TYPE_CHECKING:  # viser loads only for a run that serves a page
-    from unilab.apps.viewer.stream import TrainingStream
+    from unilab.viewer.stream import TrainingStream
 
 # The process's age once everything a run needs is imported: the first start-up phase a user waits through.
 IMPORTED_AFTER_S = process_age_s()
@@ -123,7 +121,7 @@ class TrainingRun:
         device = resolve_device(cfg, world)
         check_inputs(cfg)
         if cfg.training.viewer and world.leader:
-            from unilab.apps.viewer.server import LOOPBACK, check_port  # viser, only for a run that serves a page
+            from unilab.viewer.server import LOOPBACK, check_port  # viser, only for a run that serves a page
 
             check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
@@ -190,18 +188,13 @@ class TrainingRun:
     # -- the loop -------------------------------------------------------------------------------------------
 
     def _run(self) -> RunSummary:
-        cfg, world = self.cfg, self.world
         # From the first file on until the final checkpoint, summary and policy are written, a signal asks for a stop
-        # (even one in the middle of the first summary's write); playback can be interrupted.
+        # (even one in the middle of the first summary's write); what the command does next (playback) can be
+        # interrupted.
         with contextlib.nullcontext() if self.signals.installed else self.signals:
             self.signals.defer()
             result = self._train()
             self.signals.interrupt()
-        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
-        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
-            self._playback(result)
-        if world.leader:
-            print(f"run directory: {self.run_dir}")
         return result
 
     def _train(self) -> RunSummary:
@@ -244,8 +237,8 @@ class TrainingRun:
         )
         viewer = None
         if cfg.training.viewer and world.leader:
-            from unilab.apps.viewer.server import LOOPBACK
-            from unilab.apps.viewer.stream import TrainingStream
+            from unilab.viewer.server import LOOPBACK
+            from unilab.viewer.stream import TrainingStream
 
             viewer = TrainingStream(self.env, LOOPBACK, cfg.training.viewer_port)
             print(
@@ -429,23 +422,6 @@ class TrainingRun:
         policy_obs = self.env.obs_dims["policy"]
         with replacing(self.run_dir / POLICY_FILENAME) as path:  # a full disk is then named in one line
             export_policy_onnx(self.trainer.loss.actor, policy_obs, path, metadata=metadata)
-
-    def _playback(self, result: RunSummary) -> None:
-        """A video of the final policy; a failure is reported in the summary, the run keeps its status."""
-        cfg = self.cfg
-        try:
-            video = play(
-                Path(self.progress.last_checkpoint),
-                None,
-                out=self.run_dir,
-                num_envs=cfg.training.play_envs,
-                seconds=cfg.training.play_seconds,
-            )
-            print(f"playback: {video}")
-        except Exception as exc:  # the run itself succeeded and is saved; say what failed, keep the status
-            result.error = f"playback failed: {type(exc).__name__}: {exc}"
-            result.write(self.run_dir)
-            print(result.error, file=sys.stderr)
 
 
 def _record(cfg: TrainConfig, world: World) -> RunRecord:

@@ -8,11 +8,11 @@ from pathlib import Path
 import torch
 
 from torchrl_ext.distributed import World
-from unilab.apps.checkpoint import check_compatible, load_checkpoint
-from unilab.apps.config import TrainConfig
-from unilab.apps.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.envs.layout import TaskLayout
 from unilab.motion import MotionFileError, motion_files
+from unilab.run.checkpoint import check_compatible, load_checkpoint
+from unilab.run.config import TrainConfig
+from unilab.run.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.sim import backend_device
 
 PER_PARAMETER = 4  # weights, gradients, Adam's first and second moments

@@ -1,5 +1,5 @@
 """Tiny policies for the deployment tests: a randomly initialised actor of a task, exported through the project's own
-exporter (``unilab.apps.deploy_export``), so every test reads a file made the way ``train`` makes one."""
+exporter (``unilab.run.deploy_export``), so every test reads a file made the way ``train`` makes one."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from torchrl_ext.networks import Actor
-from unilab.apps.deploy_export import export_policy
 from unilab.envs.functional import FunctionalEnv
+from unilab.run.deploy_export import export_policy
 from unilab.tasks.registry import make_functional_env
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_train import tiny
 
-from unilab.apps.config import schema, settings_fields
 from unilab.apps.train import main
+from unilab.run.config import schema, settings_fields
 from unilab.train.registry import ALGORITHMS
 
 

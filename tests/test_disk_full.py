@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_train import tiny
 
-from unilab.apps import training_run
 from unilab.apps.train import main
 from unilab.core.files import DiskFullError, write_atomic
+from unilab.run import training_run
 
 REPO = Path(__file__).resolve().parents[1]
 

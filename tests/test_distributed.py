@@ -22,10 +22,12 @@ import torch.distributed as dist
 
 from tests.test_train import TINY, for_algo
 from torchrl_ext.distributed import World, digest
-from unilab.apps.compose import compose_config, task_overrides
+from unilab.apps.compose import compose_config
+from unilab.core.rng import derive_seed
+from unilab.run.config import task_overrides
 from unilab.tasks.registry import make_functional_env
 from unilab.train.off_policy import OffPolicyTrainer
-from unilab.train.seeding import derive_seed, rank_seed
+from unilab.train.seeding import rank_seed
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = [*TINY, "sim=mujoco", "training.export_onnx=false"]

@@ -11,10 +11,10 @@ import torch
 from test_eval import TINY
 from test_motion_library import write_library
 
-from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import format_table, main, rollout, score, summary_name
 from unilab.apps.train import run
+from unilab.run.checkpoint import load_checkpoint, save_checkpoint
 from unilab.tasks.registry import make_functional_env
 
 SLICES = {"a_start": (0, 51, 0.0), "b_squat": (200, 241, 1.5), "c_arms": (350, 381, -0.7)}

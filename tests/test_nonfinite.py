@@ -14,10 +14,10 @@ import torch
 from tensordict import TensorDict
 from test_train import tiny
 
-from unilab.apps.checkpoint import list_checkpoints, nonfinite_tensors
 from unilab.apps.train import main
 from unilab.core.spec import Mirror
 from unilab.managers.terms import ObsTerm, RewardTerm
+from unilab.run.checkpoint import list_checkpoints, nonfinite_tensors
 from unilab.tasks import registry
 from unilab.train.loop import NonFiniteValueError, Report, nonfinite_message
 

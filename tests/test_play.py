@@ -18,9 +18,9 @@ from unilab.apps import curves, play
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
-from unilab.apps.run_dir import VIDEO_FILENAME
 from unilab.apps.train import run
 from unilab.core.rng import make_rng
+from unilab.run.run_dir import VIDEO_FILENAME
 from unilab.tasks.g1_walk_rough.config import TERRAIN
 from unilab.tasks.registry import make_functional_env
 

@@ -16,20 +16,21 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from tests.test_train import tiny
-from unilab.apps.catalog import BACKENDS, TASKS
+from unilab.apps.catalog import shipped_tasks, task_sizes
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
 from unilab.apps.eval import suites_of
 from unilab.apps.play import main as play_main
 from unilab.apps.policy import onnx_policy
 from unilab.apps.train import run
-from unilab.apps.viewer.controls import Controls
-from unilab.apps.viewer.live import LiveSession
-from unilab.apps.viewer.scene import RobotScene
-from unilab.apps.viewer.server import LOOPBACK, serve
 from unilab.context import EnvContext
 from unilab.robots import g1, go1
+from unilab.run.config import BACKENDS
 from unilab.tasks.registry import make_env, make_functional_env
+from unilab.viewer.controls import Controls
+from unilab.viewer.live import LiveSession
+from unilab.viewer.scene import RobotScene
+from unilab.viewer.server import LOOPBACK, serve
 
 ROBOTS = {"g1": g1, "go1": go1}
 
@@ -103,7 +104,7 @@ def test_a_config_that_does_not_fit_its_joints_is_refused_in_one_line() -> None:
 _CHECKED_ELSEWHERE = {"g1_walk_flat", "g1_walk_rough"}
 SPEC_CELLS = [
     pytest.param(task, sim, marks=[pytest.mark.slow] if sim == "mjwarp" and task.startswith("g1_") else [])
-    for task in sorted(TASKS)
+    for task in shipped_tasks()
     for sim in BACKENDS
     if not (sim == "mjwarp" and task in _CHECKED_ELSEWHERE)
 ]
@@ -113,8 +114,8 @@ SPEC_CELLS = [
 def test_every_task_keeps_torchrls_specs(task: str, sim: str) -> None:
     env = make_env(task, sim=sim, num_envs=2, device="cpu")
     check_env_specs(env)
-    assert env.observation_spec["policy"].shape[-1] == TASKS[task].policy
-    assert env.action_spec.shape[-1] == TASKS[task].action
+    assert env.observation_spec["policy"].shape[-1] == task_sizes(task).policy
+    assert env.action_spec.shape[-1] == task_sizes(task).action
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_three_iterations_of_training_complete_and_export_the_go1s_policy(go1_ru
     data = json.loads((go1_runs[task] / "run_summary.json").read_text())
     assert data["status"] == "completed" and data["completed_iterations"] == 3 and data["task"] == task
     session = ort.InferenceSession(str(go1_runs[task] / "policy.onnx"))
-    action = session.run(["action"], {"obs": np.zeros((2, TASKS[task].policy), np.float32)})[0]
+    action = session.run(["action"], {"obs": np.zeros((2, task_sizes(task).policy), np.float32)})[0]
     assert action.shape == (2, 12) and np.isfinite(action).all()
 
 

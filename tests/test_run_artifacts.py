@@ -16,9 +16,10 @@ import torch
 
 from torchrl_ext import export
 from torchrl_ext.networks import Actor
-from unilab.apps import run_dir
-from unilab.apps.metrics import TailRateMeter
-from unilab.apps.run_dir import RunSummary, environment_info, make_run_dir, write_json_atomic
+from unilab.run import run_dir
+from unilab.run.metrics import TailRateMeter
+from unilab.run.run_dir import Progress, RunRecord, RunSummary, environment_info, make_run_dir, write_json_atomic
+from unilab.run.startup import StartupClock
 
 # ---------------------------------------------------------------------------------------------------------------
 # TailRateMeter
@@ -192,7 +193,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A signal's KeyboardInterrupt (or any error) halfway through torch.save never leaves a truncated model_N.pt."""
-    from unilab.apps import checkpoint
+    from unilab.run import checkpoint
 
     target = tmp_path / "model_10.pt"
     checkpoint.save_checkpoint({"weights": torch.ones(1000)}, target)
@@ -212,7 +213,7 @@ def test_a_checkpoint_cut_off_mid_write_leaves_the_previous_one_whole(
 
 
 def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> None:
-    from unilab.apps.checkpoint import prune_checkpoints
+    from unilab.run.checkpoint import prune_checkpoints
 
     for iteration in (5, 10, 100, 20):
         (tmp_path / f"model_{iteration}.pt").write_bytes(b"x")
@@ -224,7 +225,7 @@ def test_pruning_keeps_the_newest_and_the_one_just_written(tmp_path: Path) -> No
 
 
 def test_memory_check_names_the_parts_and_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from unilab.apps import resources
+    from unilab.run import resources
 
     monkeypatch.setattr(resources, "available_bytes", lambda device: 1024**3)
     resources.check_fits({"replay": 1024**2}, torch.device("cpu"), "lower it")
@@ -281,38 +282,43 @@ def _filled_summary() -> RunSummary:
     meter = TailRateMeter(window=2)
     for steps, seconds in [(100, 1.0), (200, 0.5), (300, 0.5)]:
         meter.record(steps, seconds)
-    return RunSummary.from_meter(
-        meter,
-        status="completed",
+    record = RunRecord(
         algo="sac",
         task="G1Walk",
         sim="warp",
         num_envs=4096,
-        completed_iterations=3,
-        total_env_steps=600,
-        training_wall_time_sec=12.5,
-        start_time_utc="2026-01-02T03:04:05+00:00",
-        end_time_utc="2026-01-02T03:05:05+00:00",
-        last_checkpoint="ckpt/model_3.pt",
-        final_mean_reward=1.25,
-        mean_episode_length=500.0,
+        world_size=1,
         config={"lr": 3e-4, "hidden": [32, 32]},
         environment={"hostname": "h", "versions": {"torch": torch.__version__}},
-        error=None,
+    )
+    progress = Progress(
+        status="completed",
+        start_time_utc="2026-01-02T03:04:05+00:00",
+        last_checkpoint="ckpt/model_3.pt",
+        last_episodes={"episode_return": 1.25, "episode_length": 500.0},
+    )
+    return RunSummary.of(
+        "completed",
+        record,
+        progress,
+        meter,
+        StartupClock(None),
+        iterations=3,
+        env_steps=600,
+        loop_seconds=12.5,
+        stopped_by=None,
     )
 
 
-def test_from_meter_fills_rate_fields() -> None:
+def test_the_summary_reads_each_figure_from_its_source() -> None:
     summary = _filled_summary()
     assert summary.completed_iterations == 3
     assert summary.tail_iteration_count == 2
     assert summary.total_env_steps == 600
     assert summary.tail_env_steps_per_sec == pytest.approx(500 / 1.0)
     assert summary.final_env_steps_per_sec == pytest.approx(600.0)
-    with pytest.raises(TypeError, match="tail_env_steps_per_sec"):
-        RunSummary.from_meter(
-            TailRateMeter(), status="running", algo="a", task="t", sim="s", num_envs=1, tail_env_steps_per_sec=5.0
-        )
+    assert (summary.final_mean_reward, summary.mean_episode_length) == (1.25, 500.0)
+    assert summary.algo == "sac" and summary.num_envs == 4096 and summary.end_time_utc is not None
 
 
 def test_run_summary_write_round_trip(tmp_path: Path) -> None:

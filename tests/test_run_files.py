@@ -10,7 +10,7 @@ import pytest
 from test_train import tiny
 
 from unilab.apps.train import main
-from unilab.apps.watchdog import write_stacks
+from unilab.run.watchdog import write_stacks
 
 PRECIOUS = "precious contents\n"
 

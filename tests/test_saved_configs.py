@@ -10,7 +10,7 @@ from test_eval import tiny_run  # noqa: F401  (the fixture)
 
 from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
-from unilab.apps.checkpoint import load_checkpoint, save_checkpoint
+from unilab.run.checkpoint import load_checkpoint, save_checkpoint
 
 FAST = ["--num-envs", "2", "--episode-s", "0.1"]
 

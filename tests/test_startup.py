@@ -1,5 +1,5 @@
-"""Start-up: the commands that only print (``unilab --help``, ``unilab list``) import no part of the training stack,
-and the tables they print from (``unilab.apps.catalog``) match the real registries.
+"""Start-up: ``unilab --help`` and the early answers import no part of the training stack, and what they answer from
+(``unilab.apps.catalog``) matches the real registries.
 
 A wall-clock bound would fail on a busy machine and pass a regression on a fast one; what makes these commands
 slow is the import of torch, torchrl, mujoco and the tasks, so that is what is checked.
@@ -37,9 +37,16 @@ def test_unilab_help_imports_nothing_heavy() -> None:
     assert not [name for name in HEAVY if name in modules]
 
 
-def test_unilab_list_imports_nothing_heavy() -> None:
-    """``unilab list`` names the default backend, which depends on a GPU: it asks the driver, not torch."""
-    modules = imported_by(["list"])
+def test_an_unknown_task_is_answered_without_anything_heavy() -> None:
+    """The task names come from the task packages' folders, so ``train --task`` is checked without loading them."""
+    code = (
+        "import json, sys\n"
+        "from unilab.apps.catalog import task_names\n"
+        "assert 'g1_walk_flat' in task_names()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    modules = set(json.loads(proc.stdout.splitlines()[-1]))
     assert not [name for name in HEAVY if name in modules]
 
 
@@ -52,25 +59,26 @@ def test_the_gpu_probe_agrees_with_torch() -> None:
 def test_a_training_run_loads_the_viewer_only_when_it_serves_one() -> None:
     """viser costs a quarter of a second and is absent where no viewer runs (a GPU box): ``train`` without
     ``training.viewer`` never imports it."""
-    code = "import sys, unilab.apps.train, unilab.apps.training_run; print('viser' in sys.modules)"
+    code = "import sys, unilab.apps.train, unilab.run.training_run; print('viser' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert proc.stdout.split()[-1] == "False"
 
 
-def test_the_declared_tasks_are_the_registry_s_with_their_sizes() -> None:
+def test_the_shipped_tasks_are_the_registry_s_and_their_sizes_their_envs() -> None:
     from unilab.tasks.registry import list_tasks, make_functional_env
 
-    assert sorted(catalog.TASKS) == list_tasks()
-    for name, sizes in catalog.TASKS.items():
+    assert catalog.shipped_tasks() == list_tasks()
+    for name in catalog.shipped_tasks():
         env = make_functional_env(name, sim="mujoco", num_envs=1)
-        assert sizes == (env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim), name
+        assert catalog.task_sizes(name) == (env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim), name
 
 
 def test_the_declared_backends_are_the_real_ones() -> None:
+    from unilab.run import config
     from unilab.sim import BACKENDS, default_backend
     from unilab.tasks.registry import ENTRY_POINT_GROUP
 
-    assert catalog.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
+    assert config.BACKENDS == BACKENDS and catalog.default_backend() == default_backend()
     assert catalog.ENTRY_POINT_GROUP == ENTRY_POINT_GROUP
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from test_train import tiny
 
-from unilab.apps import run_dir as run_dir_module
-from unilab.apps import training_run
-from unilab.apps.run_dir import SUMMARY_FILENAME
 from unilab.apps.train import main
+from unilab.run import run_dir as run_dir_module
+from unilab.run import training_run
+from unilab.run.run_dir import SUMMARY_FILENAME
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET = ["training.export_onnx=false", "algo.max_iterations=20"]
@@ -31,15 +31,13 @@ def _leftovers(run_dir: Path) -> list[str]:
 def test_a_signal_while_the_envs_are_built_ends_in_one_line_with_nothing_trained(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, name: str
 ) -> None:
-    build, calls = training_run.make_functional_env, []
+    build = training_run.build_env
 
     def signalled(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == 2:  # the run's envs, after the memory check's probe
-            os.kill(os.getpid(), getattr(signal, name))
+        os.kill(os.getpid(), getattr(signal, name))
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(training_run, "make_functional_env", signalled)
+    monkeypatch.setattr(training_run, "build_env", signalled)
     before = signal.getsignal(getattr(signal, name))
     with pytest.raises(SystemExit) as exit_info:
         main(tiny(tmp_path, "mujoco", *QUIET))

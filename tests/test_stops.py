@@ -16,7 +16,7 @@ from test_train import tiny
 
 from unilab.apps.compose import compose_config
 from unilab.apps.train import main, run
-from unilab.apps.watchdog import STALL_EXIT_CODE, StallWatchdog
+from unilab.run.watchdog import STALL_EXIT_CODE, StallWatchdog
 
 QUIET = ["training.export_onnx=false"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from unilab.apps.compose import compose_config, task_knobs, task_overrides
+from unilab.apps.compose import compose_config, task_knobs
 from unilab.apps.train import main
+from unilab.run.config import task_overrides
 from unilab.tasks.registry import make_task
 
 

@@ -62,8 +62,8 @@ def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:
 
 def test_start_up_opens_with_the_imports_then_the_config() -> None:
     """The time before ``prepare`` splits at the moment the command's modules were imported."""
-    from unilab.apps.startup import StartupClock, process_age_s
-    from unilab.apps.training_run import IMPORTED_AFTER_S
+    from unilab.run.startup import StartupClock, process_age_s
+    from unilab.run.training_run import IMPORTED_AFTER_S
 
     assert 0 < IMPORTED_AFTER_S <= process_age_s()
     before = process_age_s()
@@ -347,7 +347,7 @@ def test_impossible_config_fails_before_any_work(tmp_path: Path, override: str, 
 
 
 def test_every_boolean_field_takes_only_true_or_false() -> None:
-    from unilab.apps.config import bool_keys, schema, settings_fields
+    from unilab.run.config import bool_keys, schema, settings_fields
 
     for algo in ("sac", "flashsac", "ppo"):
         fields = settings_fields(schema(algo))
@@ -411,8 +411,8 @@ def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> 
 
 
 def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:
-    from unilab.apps.preflight import check_inputs
     from unilab.motion import DEFAULT_MOTION
+    from unilab.run.preflight import check_inputs
 
     library = tmp_path / "clips"
     library.mkdir()
@@ -708,9 +708,9 @@ def test_a_cpu_run_says_it_was_a_smoke_run_and_what_to_do_next(tmp_path: Path, c
 def test_the_closing_text_counts_the_solver_s_iteration_limits_in_one_line(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from unilab.apps.run_dir import RunSummary
     from unilab.apps.train import next_steps
     from unilab.robots import g1
+    from unilab.run.run_dir import RunSummary
 
     cfg = compose_config(["sim=mujoco"])
     sim = SimpleNamespace(model=g1.load_model(), solver_limit_steps=lambda: 0)

@@ -24,13 +24,13 @@ from torchrl_ext.export import export_policy_onnx
 from unilab.apps import view
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
-from unilab.apps.viewer import geometry, stream
-from unilab.apps.viewer.controls import SPEEDS, Controls
-from unilab.apps.viewer.live import LiveSession, clip_names, walking_command
-from unilab.apps.viewer.scene import FILL, RobotScene, add_geom, robots_size, shown_geoms
-from unilab.apps.viewer.server import LOOPBACK, serve
 from unilab.core.rng import make_rng
 from unilab.tasks.registry import make_functional_env
+from unilab.viewer import geometry, stream
+from unilab.viewer.controls import SPEEDS, Controls
+from unilab.viewer.live import LiveSession, clip_names, walking_command
+from unilab.viewer.scene import FILL, RobotScene, add_geom, robots_size, shown_geoms
+from unilab.viewer.server import LOOPBACK, serve
 
 # Every geom type the viewer draws, on the world body and on a moving one.
 ALL_SHAPES = """
@@ -171,7 +171,7 @@ def test_control_handlers() -> None:
 
 def test_steering_sets_the_walking_command(server, onnx_path: Path) -> None:
     env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2, obs_noise=False)
-    assert walking_command(env).ranges == ((-0.6, 1.0), (-0.4, 0.4), (-0.8, 0.8)) and not clip_names(env)
+    assert walking_command(env).ranges == ((-0.6, 1.0), (-0.4, 0.4), (-0.8, 0.8)) and not clip_names(env.task)
     from unilab.apps.policy import onnx_policy
 
     controls = Controls(steer=True, command=[0.7, 0.0, -0.3])
@@ -226,7 +226,7 @@ def test_the_command_serves_then_stops(capsys: pytest.CaptureFixture, onnx_path:
 
 def test_the_clip_menu_shows_an_env_playing_that_clip() -> None:
     env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=2, start="first_frame", obs_noise=False)
-    clips = clip_names(env)
+    clips = clip_names(env.task)
     assert clips and walking_command(env) is None
 
     class NoScene:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.test_train import tiny
-from unilab.apps.watchdog import STALL_EXIT_CODE, StallWatchdog
+from unilab.run.watchdog import STALL_EXIT_CODE, StallWatchdog
 
 REPO = Path(__file__).resolve().parents[1]
 

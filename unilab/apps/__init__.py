@@ -1,1 +1,2 @@
-"""The top layer: the commands (train, eval, play, bench, the ``unilab`` CLI) and the run directory they write."""
+"""The top layer: the commands (train, eval, play, view, bench, cache, the ``unilab`` CLI) and what only they share
+(argument parsing, the early answers, config composition, policies, rollouts); a run's plumbing is ``unilab.run``."""

@@ -23,11 +23,11 @@ import mujoco
 import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
-from unilab.apps.progress import announce
-from unilab.apps.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.robots import g1
+from unilab.run.progress import announce
+from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.sim import (
     BACKENDS,
     SimBackend,
@@ -334,7 +334,8 @@ def summarize_train(rows: list[dict]) -> list[dict]:
 def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
     """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
     from unilab.apps.attribution import phase_profile, profile_graphs, time_ms
-    from unilab.apps.compose import compose_config, task_overrides
+    from unilab.apps.compose import compose_config
+    from unilab.run.config import task_overrides
     from unilab.tasks.registry import make_functional_env
     from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
 

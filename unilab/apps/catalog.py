@@ -1,9 +1,9 @@
-"""What ``unilab list`` and ``--help`` name, declared as data so that printing it imports neither torch nor any task.
+"""What ``unilab list`` and the early answers name, found without importing torch or any task where that can be done.
 
-Building a task's env to read its sizes imports torch, torchrl, mujoco and every task package: seconds on a small
-CPU, for a list that changes only when a task does. ``tests/test_startup.py`` checks the table against the task
-registry, so it cannot drift from the real one. The algorithms need no table: their settings classes
-(``unilab.train.registry``) import no torch.
+The task names are the task packages' folders (a package's name is its task's: ``tests/test_startup.py`` holds the
+two together), so an unknown ``--task`` is answered at once. A task's sizes are its own, read from its layout
+(``unilab.envs.layout``), which loads the tasks: only ``unilab list`` asks for them. The algorithms need no table:
+their settings classes (``unilab.train.registry``) import no torch.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import NamedTuple
 
+import unilab
+from unilab.run.config import BACKENDS
 from unilab.train.registry import ALGORITHMS
 
 ENTRY_POINT_GROUP = "unilab.tasks"  # as unilab.tasks.registry reads it
-BACKENDS = ("mjwarp", "mujoco")  # unilab.sim.BACKENDS
 DEFAULT_ALGO = "sac"  # as configs/train.yaml's defaults list chooses it
 DEFAULT_TASK = "g1_walk_flat"  # as configs/train.yaml's defaults list chooses it
 
@@ -32,15 +33,10 @@ class TaskSizes(NamedTuple):
     action: int
 
 
-# The tasks shipped in unilab/tasks/, with the sizes their envs report (obs_dims, action_dim).
-TASKS: dict[str, TaskSizes] = {
-    "g1_motion_tracking": TaskSizes(160, 289, 29),
-    "g1_walk_flat": TaskSizes(100, 103, 29),
-    "g1_walk_flat_rand": TaskSizes(100, 103, 29),
-    "g1_walk_rough": TaskSizes(287, 290, 29),
-    "go1_walk_flat": TaskSizes(53, 56, 12),
-    "go1_walk_rough": TaskSizes(240, 243, 12),
-}
+def shipped_tasks() -> list[str]:
+    """The task packages in ``unilab/tasks/``, by their folders' names."""
+    folder = Path(unilab.__file__).parent / "tasks"
+    return sorted(path.name for path in folder.iterdir() if (path / "__init__.py").is_file())
 
 
 def task_names() -> list[str]:
@@ -48,7 +44,7 @@ def task_names() -> list[str]:
     distributions declare tasks as entry points (loading them: a point's name need not be its task's), or where
     the registry is loaded already (a program that registered a task of its own before calling a command)."""
     if not entry_points(group=ENTRY_POINT_GROUP) and "unilab.tasks.registry" not in sys.modules:
-        return sorted(TASKS)
+        return shipped_tasks()
     from unilab.tasks.registry import list_tasks
 
     return list_tasks()
@@ -78,13 +74,12 @@ def default_backend() -> str:
 
 
 def task_sizes(name: str) -> TaskSizes:
-    """A task's sizes: declared for the shipped tasks, built (slow: imports the registry) for any other."""
-    if name in TASKS:
-        return TASKS[name]
-    from unilab.tasks.registry import make_functional_env
+    """A task's sizes, from its layout: its model compiled and its terms read, no env built."""
+    from unilab.envs.layout import task_layout
+    from unilab.tasks.registry import make_task
 
-    env = make_functional_env(name, sim="mujoco", num_envs=1)
-    return TaskSizes(env.obs_dims["policy"], env.obs_dims["critic"], env.action_dim)
+    layout = task_layout(make_task(name))
+    return TaskSizes(layout.obs_dims["policy"], layout.obs_dims["critic"], layout.action_dim)
 
 
 def list_everything() -> str:

@@ -1,7 +1,8 @@
 """The ``unilab`` console command: one entry point with subcommands.
 
-A subcommand's module is imported only when it runs: ``unilab --help`` and ``unilab list`` import no torchrl, mujoco
-or task (``unilab.apps.catalog``), so they answer in a fraction of the training stack's import time.
+A subcommand's module is imported only when it runs: ``unilab --help`` imports no torchrl, mujoco or task
+(``unilab.apps.catalog``), so it answers in a fraction of the training stack's import time; ``unilab list`` loads the
+tasks to read their sizes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
             return
         if argv[1:]:
             fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
+        import_command("unilab list", "unilab.envs.layout")  # the tasks' sizes are read from their layouts
         print(list_everything())
         return
     if argv[0] == "cache":  # reads folders only: no stack to load, no caches to place

@@ -12,7 +12,6 @@ import inspect
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from hydra import compose, initialize_config_dir
@@ -22,16 +21,17 @@ from omegaconf import OmegaConf, open_dict
 
 from unilab.apps.args import unknown_name
 from unilab.apps.catalog import DEFAULT_ALGO
-from unilab.apps.config import (
+from unilab.core.ranges import Range
+from unilab.run.config import (
     TaskSelection,
     TrainConfig,
     check_bools,
     schema,
     schema_keys,
+    task_overrides,
     unknown_key_message,
     validate,
 )
-from unilab.core.ranges import Range
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
@@ -242,14 +242,3 @@ def _fits(default: object, value: object) -> bool:
     if isinstance(default, float):
         return isinstance(value, int | float) and math.isfinite(value)
     return isinstance(value, str)
-
-
-def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
-    overrides: dict[str, Any] = {"obs_noise": cfg.task.obs_noise}
-    if cfg.task.motion_file:
-        overrides["motion_file"] = cfg.task.motion_file
-    if cfg.task.episode_length_s is not None:
-        overrides["episode_length_s"] = cfg.task.episode_length_s
-    if cfg.task.failure_look_back is not None:
-        overrides["failure_look_back"] = cfg.task.failure_look_back
-    return {**overrides, **cfg.task.knobs}

@@ -153,8 +153,8 @@ def export(argv: list[str]) -> Path:
     if out.exists() and not args.force:
         fail(EXPORT_PROG, f"{out} already exists: --force replaces it")
     try:  # a robot's computer has the runtime alone: exporting needs the stack the policy was trained with
-        from unilab.apps.deploy_export import export_policy, scene_path
         from unilab.apps.policy import REFUSALS, policy_source
+        from unilab.run.deploy_export import export_policy, scene_path
         from unilab.tasks.registry import make_functional_env
     except ModuleNotFoundError as exc:
         fail(EXPORT_PROG, f"needs the training stack, and {exc.name} is not installed here: export where it is")

@@ -16,8 +16,8 @@ import typing
 from pathlib import Path
 
 from unilab.apps.args import ArgumentParser, fail, unknown_name
-from unilab.apps.catalog import BACKENDS, DEFAULT_ALGO, DEFAULT_TASK, task_names
-from unilab.apps.config import schema, schema_keys, settings_fields, unknown_key_message
+from unilab.apps.catalog import DEFAULT_ALGO, DEFAULT_TASK, task_names
+from unilab.run.config import BACKENDS, schema, schema_keys, settings_fields, unknown_key_message
 from unilab.train.registry import ALGORITHMS
 
 GROUPS = ("algo", "task", "sim")  # what --algo/--task/--sim set, also given as algo=NAME (Hydra's group syntax)

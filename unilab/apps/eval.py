@@ -30,14 +30,14 @@ import torch
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
-from unilab.apps.progress import announce, bar
-from unilab.apps.rollout import check_rollout_memory, metrics_of
-from unilab.apps.run_dir import write_json_atomic
+from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
 from unilab.envs.config import TaskConfig, task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.run.progress import announce, bar
+from unilab.run.run_dir import write_json_atomic
 from unilab.tasks.randomization import Randomization, randomize
-from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
+from unilab.tasks.registry import build_env, list_tasks, make_task, override_names
 from unilab.tasks.task import Threshold
 
 
@@ -165,11 +165,12 @@ def evaluate(
     own_reset = {"reset": {}}  # a task without named starts: its env's own reset, scored once
     runs = {name: suite_overrides(task, suite, {**overrides, **args}) for name, args in (starts or own_reset).items()}
     check_terrain_suite_envs(task, suite, num_envs)
-    for run_overrides in runs.values():
-        check_rollout_memory(task, run_overrides, num_envs, device, record=True)
+    configs = {name: task_of(task, run_overrides) for name, run_overrides in runs.items()}
+    for config in configs.values():
+        check_rollout_memory(config, num_envs, device, record=True)
     figures, policy = {}, None
-    for name, run_overrides in runs.items():
-        env = make_functional_env(task, sim=sim, num_envs=num_envs, device=device, **run_overrides)
+    for name, config in configs.items():
+        env = build_env(config, sim=sim, num_envs=num_envs, device=device)
         if policy is None:
             policy = source.policy(env)
         start = "" if name == "reset" else f", {name}"  # said once the policy fits: a refusal stays one line

@@ -31,17 +31,17 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, check_room, fail
-from unilab.apps.config import MAX_PLAY_SECONDS
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, Policy, policy_source
-from unilab.apps.progress import announce, bar
-from unilab.apps.rollout import check_rollout_memory, metrics_of
-from unilab.apps.run_dir import VIDEO_FILENAME
+from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.mdp.terrain import scan_points
-from unilab.tasks.registry import list_tasks, make_functional_env, make_task, override_names
+from unilab.run.config import MAX_PLAY_SECONDS
+from unilab.run.progress import announce, bar
+from unilab.run.run_dir import VIDEO_FILENAME
+from unilab.tasks.registry import build_env, list_tasks, make_task, override_names
 
 COLLISION_GROUP = 3
 CAMERA_DISTANCE, CAMERA_ELEVATION, CAMERA_AZIMUTH = 3.0, -15.0, 90.0
@@ -355,8 +355,9 @@ def play(
         raise InputError(f"onnx policy not found: {onnx}")
     source = policy_source(checkpoint, onnx, task)
     overrides = shown_overrides(source.task, source.overrides, seconds) | terrain_start(source.task, terrain_level)
-    check_rollout_memory(source.task, overrides, num_envs, "cpu", record=False)
-    env = make_functional_env(source.task, sim="mujoco", num_envs=num_envs, device="cpu", **overrides)
+    config = task_of(source.task, overrides)
+    check_rollout_memory(config, num_envs, "cpu", record=False)
+    env = build_env(config, sim="mujoco", num_envs=num_envs, device="cpu")
     markers = scan_markers(env) if show_scan else None
     policy = source.policy(env)
     target = video_path(checkpoint, onnx, out)

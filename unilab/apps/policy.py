@@ -14,12 +14,12 @@ from typing import Any, NamedTuple
 import torch
 
 from unilab.apps.args import InputError, unknown_name
-from unilab.apps.checkpoint import CheckpointError, load_checkpoint, saved_config
-from unilab.apps.config import TrainConfig
-from unilab.apps.resources import InsufficientMemoryError
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
+from unilab.run.checkpoint import CheckpointError, load_checkpoint, saved_config
+from unilab.run.config import TrainConfig
+from unilab.run.resources import InsufficientMemoryError
 from unilab.tasks.registry import list_tasks
 
 Policy = Callable[[torch.Tensor], torch.Tensor]

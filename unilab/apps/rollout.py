@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import mujoco
 import torch
 from tensordict import TensorDict
 
 from unilab.apps.args import InputError
-from unilab.apps.resources import check_fits
-from unilab.core.rng import make_rng
-from unilab.envs.functional import FunctionalEnv
+from unilab.envs.config import TaskConfig
+from unilab.envs.layout import EnvView, task_layout
+from unilab.run.resources import check_fits
 from unilab.tasks.metrics import episode_lengths
-from unilab.tasks.registry import get_task, make_functional_env
+from unilab.tasks.registry import get_task, make_task
 from unilab.tasks.task import EvalMetrics
 
 
@@ -23,7 +22,7 @@ def metrics_of(task: str) -> EvalMetrics:
     return get_task(task).metrics or SURVIVAL
 
 
-def _no_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+def _no_readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:
     return {}
 
 
@@ -34,17 +33,24 @@ def _survival(active: torch.Tensor, failed: torch.Tensor, episode_length: torch.
 SURVIVAL = EvalMetrics(_no_readings, _survival)
 
 
-def check_rollout_memory(task: str, overrides: dict[str, Any], num_envs: int, device: str, record: bool) -> None:
-    """Refuse, before building anything, an env count whose physics state (and, with ``record``, the readings a
-    rollout keeps for every step) cannot fit in the device's free memory. A one-env probe gives the sizes."""
+def task_of(task: str, overrides: dict[str, Any]) -> TaskConfig:
+    """The task a rollout runs, made once: its layout is read before its envs are built from it."""
     try:
-        probe = make_functional_env(task, sim="mujoco", num_envs=1, device="cpu", **overrides)
-    except ValueError as exc:  # the task's own checks of its arguments, e.g. an episode shorter than one step
+        return make_task(task, **overrides)
+    except ValueError as exc:  # the task's own checks of its arguments
         raise InputError(str(exc)) from None
-    parts = {"envs": num_envs * mujoco.MjData(probe.sim.model).nbuffer}
+
+
+def check_rollout_memory(config: TaskConfig, num_envs: int, device: str, record: bool) -> None:
+    """Refuse, before building anything, an env count whose physics state (and, with ``record``, the readings a
+    rollout keeps for every step) cannot fit in the device's free memory; the task's layout gives the sizes."""
+    try:
+        layout = task_layout(config)
+    except ValueError as exc:  # e.g. an episode shorter than one control step
+        raise InputError(str(exc)) from None
+    parts = {"envs": num_envs * layout.world_bytes}
     if record:
-        read = metrics_of(task).readings
-        readings = read(probe, probe.reset(make_rng(0, probe.device)))
+        readings = metrics_of(config.name).readings(layout, layout.state)
         per_step = sum(value.numel() * value.element_size() for value in readings.values())
-        parts["recorded steps"] = probe.ctx.max_episode_steps * num_envs * per_step
+        parts["recorded steps"] = layout.ctx.max_episode_steps * num_envs * per_step
     check_fits(parts, torch.device(device), "lower --num-envs")

@@ -21,24 +21,56 @@ from torchrl_ext.distributed import RankLost
 from unilab.apps.args import fail, shell_command
 from unilab.apps.catalog import cuda_available
 from unilab.apps.compose import compose_config, task_knobs
-from unilab.apps.config import TrainConfig, settings_fields, unknown_key_message
 from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
-from unilab.apps.run_dir import POLICY_FILENAME, RunSummary
-from unilab.apps.signals import Interrupted, StopSignals
 from unilab.core.files import DiskFullError
 from unilab.envs.runner import NonFiniteError
+from unilab.run.config import TrainConfig, settings_fields, unknown_key_message
+from unilab.run.run_dir import POLICY_FILENAME, RunSummary
+from unilab.run.signals import Interrupted, StopSignals
 from unilab.tasks.registry import override_names
 from unilab.train.settings import shape_keys
 
 if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
-    from unilab.apps.training_run import TrainingRun
+    from unilab.run.training_run import TrainingRun
 
 
 def run(cfg: TrainConfig) -> RunSummary:
-    """Train as configured; returns the RunSummary written to the run directory."""
-    from unilab.apps.training_run import TrainingRun
+    """Train as configured and play the final policy back; returns the RunSummary written to the run directory."""
+    from unilab.run.training_run import TrainingRun
 
-    return TrainingRun.prepare(cfg).run()
+    training = TrainingRun.prepare(cfg)
+    return finish(training, training.run())
+
+
+def finish(training: TrainingRun, summary: RunSummary) -> RunSummary:
+    """A video of the final policy of a completed run, unless ``training.no_play`` (a stop skips it: a scheduler's
+    SIGTERM comes with a grace period that rendering could outlast); then where the run's files are."""
+    done = summary.status == "completed" and training.progress.last_checkpoint is not None
+    if done and not training.cfg.training.no_play:
+        playback(training, summary)
+    if training.world.leader:
+        print(f"run directory: {training.run_dir}")
+    return summary
+
+
+def playback(training: TrainingRun, summary: RunSummary) -> None:
+    """The video; a failure is reported in the summary, and the run keeps its status."""
+    from unilab.apps.play import play
+
+    cfg = training.cfg
+    try:
+        video = play(
+            Path(training.progress.last_checkpoint),
+            None,
+            out=training.run_dir,
+            num_envs=cfg.training.play_envs,
+            seconds=cfg.training.play_seconds,
+        )
+        print(f"playback: {video}")
+    except Exception as exc:  # the run itself succeeded and is saved; say what failed, keep the status
+        summary.error = f"playback failed: {type(exc).__name__}: {exc}"
+        summary.write(training.run_dir)
+        print(summary.error, file=sys.stderr)
 
 
 MAIN_KEYS = (
@@ -69,7 +101,7 @@ def resumed_groups(overrides: list[str]) -> list[str]:
         return overrides
     if not Path(path).is_file():
         raise ValueError(f"algo.resume={path}: no such checkpoint file")
-    from unilab.apps.checkpoint import load_checkpoint, saved_config
+    from unilab.run.checkpoint import load_checkpoint, saved_config
 
     recorded = saved_config(load_checkpoint(Path(path)), Path(path))  # refused in one line where unreadable
     algo = recorded.algo.name
@@ -216,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.cfg:
                     print(OmegaConf.to_yaml(applying_config(cfg)), end="")
                     return
-                from unilab.apps.training_run import TrainingRun
+                from unilab.run.training_run import TrainingRun
 
                 training = TrainingRun.prepare(cfg, signals)
         except Interrupted as exc:
@@ -241,7 +273,7 @@ def train_reporting(prog: str, training: TrainingRun, arguments: list[str]) -> R
     it); what ends it early (another rank lost, a full disk, a NaN, a signal during playback) is one line and an exit
     status, with what was saved named."""
     try:
-        summary = training.run()
+        summary = finish(training, training.run())
     except RankLost as exc:
         lost_rank(prog, exc)
     except DiskFullError as exc:  # the summary says so too, if there was room for it

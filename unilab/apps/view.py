@@ -18,12 +18,12 @@ import torch
 from unilab.apps.args import ArgumentParser, InputError, check_rollout_args, fail
 from unilab.apps.play import shown_overrides
 from unilab.apps.policy import REFUSALS, policy_source
-from unilab.apps.rollout import check_rollout_memory
-from unilab.apps.viewer.controls import Controls, build_panel
-from unilab.apps.viewer.live import LiveSession, clip_names
-from unilab.apps.viewer.scene import RobotScene
-from unilab.apps.viewer.server import LOOPBACK, check_port, serve, url
-from unilab.tasks.registry import list_tasks, make_functional_env
+from unilab.apps.rollout import check_rollout_memory, task_of
+from unilab.tasks.registry import build_env, list_tasks
+from unilab.viewer.controls import Controls, build_panel
+from unilab.viewer.live import LiveSession, clip_names
+from unilab.viewer.scene import RobotScene
+from unilab.viewer.server import LOOPBACK, PortUnavailable, check_port, serve, url
 
 SIMS = ("mujoco", "mjwarp")
 MAX_VIEW_ENVS = 1024  # envs stepped live; only the first few are drawn
@@ -57,20 +57,20 @@ def start(
     paused: bool = False,
 ) -> tuple[LiveSession, threading.Event, threading.Thread, str]:
     """Check the inputs, build the env, the policy and the page, and start the live loop on its own thread;
-    returns the session, the event that stops it, its thread and the page's address. Raises one of ``REFUSALS``
-    before any work where an input is wrong (a missing policy, an unknown task, a port in use)."""
+    returns the session, the event that stops it, its thread and the page's address. Raises one of ``REFUSALS`` or
+    ``PortUnavailable`` before any work where an input is wrong (a missing policy, an unknown task, a port in use)."""
     if onnx is not None and not Path(onnx).is_file():
         raise InputError(f"onnx policy not found: {onnx}")
     check_port(host, port)
     source = policy_source(checkpoint, onnx, task)
     overrides = shown_overrides(source.task, source.overrides, 0.0)
     device = "cuda" if sim == "mjwarp" and torch.cuda.is_available() else "cpu"
-    probe = make_functional_env(source.task, sim="mujoco", num_envs=1, device="cpu", **overrides)
-    clips = clip_names(probe)
+    config = task_of(source.task, overrides)
+    clips = clip_names(config)
     if num_envs is None:  # a tracking task plays every clip at once, so the clip menu switches without a restart
         num_envs = min(len(clips), MAX_VIEW_ENVS) if clips else 4
-    check_rollout_memory(source.task, overrides, num_envs, device, record=False)
-    env = make_functional_env(source.task, sim=sim, num_envs=num_envs, device=device, **overrides)
+    check_rollout_memory(config, num_envs, device, record=False)
+    env = build_env(config, sim=sim, num_envs=num_envs, device=device)
     policy = source.policy(env)
     server = serve(host, port)
     controls = Controls(playing=not paused)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         session, stop, thread, address = start(
             args.checkpoint, args.onnx, args.task, args.sim, args.num_envs, args.host, args.port, args.seed, args.paused
         )
-    except REFUSALS as exc:
+    except (*REFUSALS, PortUnavailable) as exc:
         fail(parser.prog, exc)
     port = session.scene.server.get_port()  # the one asked for, or the free one port 0 found
     print(f"viewer: {address} (over SSH: ssh -L {port}:localhost:{port} <this host>; Ctrl-C stops)")

@@ -59,6 +59,13 @@ def stream_id(name: str) -> int:
     return zlib.crc32(name.encode()) & 0x7FFFFFFF
 
 
+def derive_seed(seed: int, consumer: str) -> int:
+    """The 31-bit seed of ``consumer`` (network initialisation, exploration, replay sampling) in a run seeded
+    ``seed``: the stream number of ``{seed}/{consumer}``, so one hash names every stream of a run, a term's inside
+    the env and a consumer's outside it, the same on every machine."""
+    return stream_id(f"{seed}/{consumer}")
+
+
 def _bits(rng: torch.Tensor, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
     n = 1
     for s in shape:

@@ -1,7 +1,7 @@
 """What an exported policy carries for the deployment runtime: one JSON document, versioned, under one key of the
 ONNX file's metadata (``METADATA_KEY``).
 
-The exporter runs where torch and the task are (``unilab.apps.deploy_export``); the runtime where neither is. What
+The exporter runs where torch and the task are (``unilab.run.deploy_export``); the runtime where neither is. What
 training did to turn a robot's sensors into the actor's input, and its output into joint targets, must therefore be
 written down as data: the joint order, default pose, gains and action scale; every observation term in order with
 its kind, width, scale and the noise it was trained under; the velocity command, the gait clock and the height

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,14 +70,28 @@ class TaskConfig:
 
 def task_model(task: TaskConfig) -> mujoco.MjModel:
     """The task's compiled scene, its terrain built in, with the task's solver settings applied; refused in one line
-    where it is too large (before MuJoCo reads it) or does not fit the robot's config (``unilab.envs.model_check``)."""
+    where it is too large (before MuJoCo reads it) or does not fit the robot's config (``unilab.envs.model_check``).
+
+    Compiled once per scene file, solver settings, terrain and robot in a process: a run reads its sizes from the
+    model before it builds its envs, and a randomised task reads it as it is made. Each call returns its own copy,
+    which a backend may write into (per-world parameters) without reaching another caller's."""
     check_scene_size(task.scene)
-    if task.terrain is None:
-        model = load_model(task.scene, task.physics)
+    stat = Path(task.scene).resolve().stat()  # an edited scene is compiled again
+    physics = dataclasses.replace(task.physics, per_world=())  # which parameters vary per world: not the model's
+    return copy.copy(_compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot))
+
+
+@functools.lru_cache(maxsize=4)  # a model with its terrain holds a few MB; a process builds one or two tasks
+def _compiled(
+    scene: Path, mtime_ns: int, size: int, physics: SimConfig, terrain: TerrainConfig | None, robot: RobotConfig
+) -> mujoco.MjModel:
+    """``task_model``'s model, kept per input; callers get copies, so nothing writes into it."""
+    if terrain is None:
+        model = load_model(scene, physics)
     else:
-        model = terrain_model(task.scene, generate(task.terrain))
-        task.physics.apply(model)
-    check_model(model, task.robot, task.scene)
+        model = terrain_model(scene, generate(terrain))
+        physics.apply(model)
+    check_model(model, robot, scene)
     return model
 
 

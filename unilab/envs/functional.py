@@ -55,11 +55,7 @@ class FunctionalEnv:
         self.sim = sim
         self.num_envs = sim.num_worlds
         self.device = sim.device
-        max_steps = round(task.episode_length_s / sim.control_dt)
-        if max_steps < 1:
-            raise ValueError(
-                f"an episode of {task.episode_length_s:g} s is shorter than one control step ({sim.control_dt:g} s)"
-            )
+        max_steps = episode_steps(task, sim.control_dt)
         self.ctx = EnvContext.from_model(sim.model, task.robot, sim.num_worlds, sim.device, sim.control_dt, max_steps)
         self._handle = ops.register(sim)
         self.action_dim = sim.model.nu
@@ -101,27 +97,8 @@ class FunctionalEnv:
         return Composite(**groups, obs=Composite(obs, shape=(n,), device=self.device), shape=(), device=self.device)
 
     def _blank_state(self) -> TensorDict:
-        n, dev = self.num_envs, self.device
-        env = {
-            "episode_step": torch.zeros(n, dtype=torch.int64, device=dev),
-            "action": torch.zeros(n, self.action_dim, device=dev),
-            "prev_action": torch.zeros(n, self.action_dim, device=dev),
-            **self.commands.initial_state(self.ctx),
-            **self.events.initial_state(self.ctx),
-        }
-        task = {
-            "nonfinite_actions": torch.zeros((), dtype=torch.int64, device=dev),
-            "diverged_envs": torch.zeros((), dtype=torch.int64, device=dev),
-        }
-        task.update(self.curricula.initial_state(self.ctx))
-        return TensorDict(
-            {
-                "sim": TensorDict(self.sim.initial_state(), batch_size=[n], device=dev),
-                "env": TensorDict(env, batch_size=[n], device=dev),
-                "task": TensorDict(task, batch_size=[], device=dev),
-            },
-            batch_size=[],
-            device=dev,
+        return blank_state(
+            self.sim.initial_state(), self.ctx, self.action_dim, self.commands, self.events, self.curricula
         )
 
     @staticmethod
@@ -294,15 +271,8 @@ class FunctionalEnv:
     # -- data for learners -----------------------------------------------------------------
 
     def mirrors(self) -> dict[str, Mirror]:
-        """Left-right mirror maps of every observation group and of the action; empty unless the task declares one
-        for the action and for every observation term: mirror maps are needed only for mirror augmentation
-        (``algo.use_symmetry``), which refuses a task without them."""
-        terms = [term for group in self.task.observations.values() for term in group.values()]
-        if self.task.action.mirror is None or any(term.mirror is None for term in terms):
-            return {}
-        maps = {group: self.observations.mirror(group, self.obs_term_dims[group]) for group in self.task.observations}
-        maps["action"] = self.task.action.mirror
-        return maps
+        """Left-right mirror maps of every observation group and of the action (``observation_mirrors``)."""
+        return mirror_maps(self.task, self.observations, self.obs_term_dims)
 
     def policy_io(self) -> dict[str, object]:
         """What a deployment needs to feed the policy and drive the robot, without this code: the actor's
@@ -333,3 +303,61 @@ class FunctionalEnv:
             reward_terms=tuple(self.task.rewards),
             graph_capturable=self.device.type == "cuda" and self.sim.capabilities.graph_capturable,
         )
+
+
+def episode_steps(task: TaskConfig, control_dt: float) -> int:
+    """Control steps in one of the task's episodes; an episode shorter than one step is refused."""
+    steps = round(task.episode_length_s / control_dt)
+    if steps < 1:
+        raise ValueError(
+            f"an episode of {task.episode_length_s:g} s is shorter than one control step ({control_dt:g} s)"
+        )
+    return steps
+
+
+def blank_state(
+    physics: dict[str, torch.Tensor],
+    ctx: EnvContext,
+    action_dim: int,
+    commands: CommandManager,
+    events: EventManager,
+    curricula: CurriculumManager,
+) -> TensorDict:
+    """A state before any reset: ``physics`` and every term's initial entries. Its layout is every state's, so the
+    observation terms evaluated on it give their widths."""
+    n, dev = ctx.num_envs, ctx.device
+    env = {
+        "episode_step": torch.zeros(n, dtype=torch.int64, device=dev),
+        "action": torch.zeros(n, action_dim, device=dev),
+        "prev_action": torch.zeros(n, action_dim, device=dev),
+        **commands.initial_state(ctx),
+        **events.initial_state(ctx),
+    }
+    task = {
+        "nonfinite_actions": torch.zeros((), dtype=torch.int64, device=dev),
+        "diverged_envs": torch.zeros((), dtype=torch.int64, device=dev),
+    }
+    task.update(curricula.initial_state(ctx))
+    return TensorDict(
+        {
+            "sim": TensorDict(physics, batch_size=[n], device=dev),
+            "env": TensorDict(env, batch_size=[n], device=dev),
+            "task": TensorDict(task, batch_size=[], device=dev),
+        },
+        batch_size=[],
+        device=dev,
+    )
+
+
+def mirror_maps(
+    task: TaskConfig, observations: ObservationManager, obs_term_dims: dict[str, dict[str, int]]
+) -> dict[str, Mirror]:
+    """Left-right mirror maps of every observation group and of the action; empty unless the task declares one for
+    the action and for every observation term: mirror maps are needed only for mirror augmentation
+    (``algo.use_symmetry``), which refuses a task without them."""
+    terms = [term for group in task.observations.values() for term in group.values()]
+    if task.action.mirror is None or any(term.mirror is None for term in terms):
+        return {}
+    maps = {group: observations.mirror(group, obs_term_dims[group]) for group in task.observations}
+    maps["action"] = task.action.mirror
+    return maps

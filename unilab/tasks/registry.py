@@ -131,9 +131,15 @@ def make_functional_env(
     """The functional core (``reset``/``step`` over TensorDict state) for training loops."""
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-    config = make_task(task, **overrides)
-    model = task_model(config)
-    backend = make_backend(sim or default_backend(), model, num_envs, device=device, config=config.physics)
+    return build_env(make_task(task, **overrides), sim, num_envs, device)
+
+
+def build_env(
+    config: TaskConfig, sim: str | None = None, num_envs: int = 16, device: str | torch.device | None = None
+) -> FunctionalEnv:
+    """``num_envs`` envs of a task already made, e.g. one whose layout (``unilab.envs.layout``) was read first: its
+    compiled model is reused."""
+    backend = make_backend(sim or default_backend(), task_model(config), num_envs, device=device, config=config.physics)
     return FunctionalEnv(config, backend)
 
 

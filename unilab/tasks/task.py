@@ -12,8 +12,9 @@ from tensordict import TensorDict
 
 from unilab.envs.config import TaskConfig
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import EnvView
 
-Readings = Callable[[FunctionalEnv, TensorDict], dict[str, torch.Tensor]]
+Readings = Callable[[EnvView, TensorDict], dict[str, torch.Tensor]]
 Score = Callable[..., dict[str, float]]
 Threshold = tuple[str, float]  # (">=" or "<=", bound)
 Groups = Callable[[FunctionalEnv, TensorDict], Mapping[str, torch.Tensor]]

@@ -8,11 +8,12 @@ import torch
 from tensordict import TensorDict
 
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import EnvView
 from unilab.tasks.metrics import active_mean, episode_lengths
 from unilab.tasks.task import EvalMetrics
 
 
-def readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+def readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:
     """The command and the signals the rewards compare it with, cloned (the runner rewrites its state)."""
     sensordata, robot = state["sim", "sensordata"], env.task.robot
     return {
@@ -108,7 +109,7 @@ METRICS = EvalMetrics(readings, score, thresholds={"fall_rate": ("<=", 0.05), "l
 """A walking policy works when at most 5 % of robots fall and the mean velocity error is at most 0.25 m/s."""
 
 
-def rough_readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+def rough_readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:
     """``readings``, and where the robot is on the terrain: the base's world x and y, and the height of its lowest
     foot, which stands on the ground while the robot does (the base's own height also drops as it falls)."""
     sensordata, robot = state["sim", "sensordata"], env.task.robot

@@ -1,7 +1,7 @@
 """One ``algo.seed`` determines every random draw of a run, each consumer on its own derived stream.
 
-Consumers get independent seeds derived from the run's seed and their name, so adding a
-draw to one of them never shifts the numbers another sees:
+Consumers get independent seeds derived from the run's seed and their name
+(``unilab.core.rng.derive_seed``), so adding a draw to one of them never shifts the numbers another sees:
 
 - ``env``: the functional env's counter-based RNG (resets, commands, observation noise);
 - ``init``: network initialisation, done on the CPU under a private RNG state, so the same
@@ -19,17 +19,12 @@ different data.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
-
-def derive_seed(seed: int, stream: str) -> int:
-    """A 31-bit seed for ``stream``, a stable function of the run's ``seed`` (the same on every machine)."""
-    digest = hashlib.blake2b(f"{seed}/{stream}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+from unilab.core.rng import derive_seed
 
 
 def rank_seed(seed: int, stream: str, rank: int) -> int:

@@ -13,6 +13,7 @@ from tensordict import TensorDict
 
 from unilab.core.math import quat_angle
 from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import EnvView
 from unilab.tasks.g1_motion_tracking import terms as tracking
 from unilab.tasks.metrics import active_mean, episode_lengths
 from unilab.tasks.task import EvalMetrics
@@ -20,7 +21,7 @@ from unilab.tasks.task import EvalMetrics
 TRACKING_REWARD = "motion_body_pos"  # its params carry the device-placed motion, anchor and tracked bodies
 
 
-def readings(env: FunctionalEnv, state: TensorDict) -> dict[str, torch.Tensor]:
+def readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:
     """Reference and robot poses at the state's frame, using the reward's own alignment and body set."""
     params = env.task.rewards[TRACKING_REWARD].params
     motion, anchor, bodies = params["motion"], params["anchor"], params["bodies"]

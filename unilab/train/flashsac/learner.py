@@ -24,7 +24,7 @@ from torchrl_ext.flashsac import (
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
 from unilab.train.off_policy import OffPolicyLearner
-from unilab.train.seeding import derive_seed, seeded
+from unilab.train.seeding import seeded
 
 if TYPE_CHECKING:
     from unilab.train.flashsac.config import FlashSACConfig
@@ -55,7 +55,7 @@ class FlashSACLearner(OffPolicyLearner):
     def __init__(self, spec: EnvSpec, cfg: FlashSACConfig, world: World = ALONE, acting_copy: bool = False) -> None:
         super().__init__(spec, cfg, world)
         act_dim = spec.action_dim
-        with seeded(derive_seed(cfg.seed, "init")):
+        with seeded(rnglib.derive_seed(cfg.seed, "init")):
             actor, critic = self.networks(spec, cfg)
         normalizer = RewardNormalizer(spec.num_envs, cfg.gamma) if cfg.reward_normalization else None
         self.loss = FlashSACLoss(

@@ -28,7 +28,7 @@ from torchrl_ext.ppo import (
 )
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
-from unilab.train.seeding import derive_seed, rank_seed, seeded
+from unilab.train.seeding import rank_seed, seeded
 
 if TYPE_CHECKING:
     from unilab.train.ppo.config import PPOConfig
@@ -72,7 +72,7 @@ class PPOLearner:
         cfg.check()  # a learner built directly, not through a composed config, is refused the same way
         self.cfg, self.world = cfg, world
         self.device = device = spec.device
-        with seeded(derive_seed(cfg.seed, "init")):
+        with seeded(rnglib.derive_seed(cfg.seed, "init")):
             self.loss = ActorCritic(*self.networks(spec, cfg)).to(device)
         self.objective = CapturableClipPPOLoss(
             policy_operator(self.loss.actor),

@@ -14,7 +14,7 @@ from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, target_entropy_f
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
 from unilab.train.off_policy import OffPolicyLearner
-from unilab.train.seeding import derive_seed, seeded
+from unilab.train.seeding import seeded
 
 if TYPE_CHECKING:
     from unilab.train.sac.config import SACConfig
@@ -52,7 +52,7 @@ class SACLearner(OffPolicyLearner):
     def __init__(self, spec: EnvSpec, cfg: SACConfig, world: World = ALONE, acting_copy: bool = False) -> None:
         super().__init__(spec, cfg, world)
         act_dim = spec.action_dim
-        with seeded(derive_seed(cfg.seed, "init")):
+        with seeded(rnglib.derive_seed(cfg.seed, "init")):
             actor, critic = self.networks(spec, cfg)
         self.loss = SACLoss(
             actor.to(self.device),

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from unilab.apps.policy import Policy
-from unilab.apps.viewer.controls import COMMAND_AXES, CommandRange, Controls
-from unilab.apps.viewer.scene import RobotScene
 from unilab.core.rng import advance, make_rng
+from unilab.envs.config import TaskConfig
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionClips
+from unilab.viewer.controls import COMMAND_AXES, CommandRange, Controls
+from unilab.viewer.scene import RobotScene
 
 MAX_FPS = 30.0
 # The least the loop idles after a step, even when behind real time: the page's server shares the interpreter and
@@ -35,9 +36,9 @@ def walking_command(env: FunctionalEnv) -> CommandRange | None:
     return None
 
 
-def clip_names(env: FunctionalEnv) -> list[str]:
+def clip_names(task: TaskConfig) -> list[str]:
     """The clips a tracking task plays (the motion library its terms read), none for another task."""
-    terms = [*env.task.rewards.values(), *env.task.commands.values()]
+    terms = [*task.rewards.values(), *task.commands.values()]
     for term in terms:
         for value in term.params.values():
             if isinstance(value, MotionClips):
@@ -53,11 +54,16 @@ class LiveSession:
     """
 
     def __init__(
-        self, env: FunctionalEnv, policy: Policy, scene: RobotScene, controls: Controls, seed: int = 0
+        self,
+        env: FunctionalEnv,
+        policy: Callable[[torch.Tensor], torch.Tensor],
+        scene: RobotScene,
+        controls: Controls,
+        seed: int = 0,
     ) -> None:
         self.env, self.policy, self.scene, self.controls = env, policy, scene, controls
         self.command = walking_command(env)
-        self.clips = clip_names(env)
+        self.clips = clip_names(env.task)
         self.rng = make_rng(seed, env.device)
         self.state = env.reset(self.rng)
         self.steps = 0

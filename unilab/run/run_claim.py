@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from torchrl_ext.distributed import World
-from unilab.apps.checkpoint import list_checkpoints
-from unilab.apps.config import TrainConfig
-from unilab.apps.run_dir import (
+from unilab.run.checkpoint import list_checkpoints
+from unilab.run.config import TrainConfig
+from unilab.run.run_dir import (
     CONFIG_FILENAME,
     LOCK_FILENAME,
     POLICY_FILENAME,

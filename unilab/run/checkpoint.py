@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from unilab.apps.config import TrainConfig, schema
 from unilab.core.files import write_atomic
+from unilab.run.config import TrainConfig, schema
 from unilab.train.registry import ALGORITHMS
 from unilab.train.settings import shape_keys
 

@@ -10,21 +10,24 @@ import socket
 
 import viser
 
-from unilab.apps.args import InputError
-
 LOOPBACK = "127.0.0.1"
 MAX_PORT = 65535
 
 
+class PortUnavailable(ValueError):
+    """The viewer cannot be served on the port asked for; a command reports it as its one-line error."""
+
+
 def check_port(host: str, port: int) -> None:
-    """Raise ``InputError`` (one line) unless ``port`` on ``host`` can be listened on now; port 0 picks a free one."""
+    """Raise ``PortUnavailable`` (one line) unless ``port`` on ``host`` can be listened on now; port 0 picks a free
+    one."""
     if not 0 <= port <= MAX_PORT:
-        raise InputError(f"port must be in [0, {MAX_PORT}], got {port}")
+        raise PortUnavailable(f"port must be in [0, {MAX_PORT}], got {port}")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind((host, port))
     except OSError as exc:
-        raise InputError(
+        raise PortUnavailable(
             f"cannot serve the viewer on {host}:{port}: {exc.strerror or exc}; pick another port"
         ) from None
 
@@ -35,7 +38,7 @@ def serve(host: str, port: int) -> viser.ViserServer:
     server = viser.ViserServer(host=host, port=port, verbose=False)
     if port and server.get_port() != port:  # taken between the check and the bind
         server.stop()
-        raise InputError(f"cannot serve the viewer on {host}:{port}: the port was taken; pick another port")
+        raise PortUnavailable(f"cannot serve the viewer on {host}:{port}: the port was taken; pick another port")
     return server
 
 

@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from unilab.apps.catalog import BACKENDS
-from unilab.apps.loggers import check_logger
+from unilab.run.loggers import check_logger
 from unilab.train.registry import ALGORITHMS
 from unilab.train.sac.config import SACConfig
 from unilab.train.settings import COUNT, Range, RunSettings, setting
 
+BACKENDS = ("mjwarp", "mujoco")  # unilab.sim.BACKENDS, named here without importing mujoco and Warp
 # The longest video play renders (play --seconds, training.play_seconds): it draws every control step, 50 frames per
 # second of video, each tile rendered in turn, about 0.1 s a frame of four tiles on a CPU's software rasteriser.
 # Frames stream to the encoder, so the cost is time, not memory: ten minutes of video are 30,000 frames, about an
@@ -69,7 +69,7 @@ class TrainingConfig:
     keep_checkpoints: int = setting(
         5, "the newest model_<it>.pt files kept; 0 keeps all", Range(0, 2**31, why="0 keeps all")
     )
-    logger: str = setting("tensorboard", "tensorboard, csv or wandb (unilab.apps.loggers)")
+    logger: str = setting("tensorboard", "tensorboard, csv or wandb (unilab.run.loggers)")
     dist_timeout_s: float = setting(
         180.0, "under torchrun: a rank that waits this long on another fails the run", Range(0.0, 86_400.0, True)
     )
@@ -184,3 +184,15 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.sim.name in BACKENDS, "sim.name", f"one of {', '.join(BACKENDS)}", cfg.sim.name)
     check_logger(cfg.training.logger)
     a.check()
+
+
+def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
+    """What ``cfg`` asks of its task's factory and config (``unilab.tasks.registry.make_task``'s overrides)."""
+    overrides: dict[str, Any] = {"obs_noise": cfg.task.obs_noise}
+    if cfg.task.motion_file:
+        overrides["motion_file"] = cfg.task.motion_file
+    if cfg.task.episode_length_s is not None:
+        overrides["episode_length_s"] = cfg.task.episode_length_s
+    if cfg.task.failure_look_back is not None:
+        overrides["failure_look_back"] = cfg.task.failure_look_back
+    return {**overrides, **cfg.task.knobs}

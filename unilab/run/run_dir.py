@@ -20,12 +20,15 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from unilab.apps.metrics import TailRateMeter
+from unilab.run.metrics import TailRateMeter
+
+if TYPE_CHECKING:
+    from unilab.run.startup import StartupClock
 from unilab.core.files import write_atomic
 
 SUMMARY_FILENAME = "run_summary.json"
@@ -213,6 +216,34 @@ def _check_status(status: str) -> None:
         raise ValueError(f"status must be one of {RUN_STATUSES}, got {status!r}")
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """What a run is, fixed once it is built: every summary restates it."""
+
+    algo: str
+    task: str
+    sim: str
+    num_envs: int  # per rank
+    world_size: int
+    config: dict[str, Any]  # as run_config.json and every checkpoint hold it
+    environment: dict[str, Any]  # ``environment_info``, taken once: it calls git
+
+
+@dataclass
+class Progress:
+    """What the run has reached so far: what its summary reports at every log point and at the end."""
+
+    status: str = "running"
+    error: str | None = None
+    start_time_utc: str = field(default_factory=utc_now_iso)  # set again as the loop starts
+    last_checkpoint: str | None = None
+    last_episodes: dict[str, float] = field(default_factory=dict)  # the latest log point with finished episodes
+    health: dict[str, int] = field(default_factory=dict)  # the latest log point's counters
+    digest: str | None = None  # of the final weights, checked across ranks
+    in_sync: bool | None = None
+    poisoned: bool = False  # a NaN or an infinity was found: nothing after the last checkpoint may be saved
+
+
 @dataclass
 class RunSummary:
     """The record a run leaves for tooling that compares runs; rewritten as the run progresses.
@@ -261,22 +292,51 @@ class RunSummary:
         _check_status(self.status)
 
     @classmethod
-    def from_meter(cls, meter: TailRateMeter, **fields: Any) -> RunSummary:
-        """Take the rate fields from the meter so they cannot drift from what the meter measured.
-
-        Iteration and step totals come from the caller: the meter sees only the timed iterations,
-        while a run also counts its capture iteration and its replay pre-fill.
-        """
-        rates = {
-            "tail_iteration_count": meter.tail_iteration_count,
-            "tail_env_steps_per_sec": meter.tail_env_steps_per_sec(),
-            "final_env_steps_per_sec": meter.final_env_steps_per_sec(),
-            "tail_seconds_per_iteration": meter.tail_phase_seconds(),
-        }
-        clash = sorted(rates.keys() & fields.keys())
-        if clash:
-            raise TypeError(f"fields {clash} come from the meter and cannot also be passed")
-        return cls(**fields, **rates)
+    def of(
+        cls,
+        status: str,
+        record: RunRecord,
+        progress: Progress,
+        meter: TailRateMeter,
+        startup: StartupClock,
+        *,
+        iterations: int,
+        env_steps: int,
+        loop_seconds: float,
+        stopped_by: str | None,
+    ) -> RunSummary:
+        """The summary of a run in ``status``, read from the objects that hold each figure, so none can drift from
+        its source. Iteration and step totals come from the caller: the meter sees only the timed iterations, while
+        a run also counts its capture iteration and its replay pre-fill."""
+        return cls(
+            status=status,
+            algo=record.algo,
+            task=record.task,
+            sim=record.sim,
+            num_envs=record.num_envs,
+            world_size=record.world_size,
+            completed_iterations=iterations,
+            tail_iteration_count=meter.tail_iteration_count,
+            tail_env_steps_per_sec=meter.tail_env_steps_per_sec(),
+            final_env_steps_per_sec=meter.final_env_steps_per_sec(),
+            tail_seconds_per_iteration=meter.tail_phase_seconds(),
+            total_env_steps=env_steps,
+            training_wall_time_sec=loop_seconds,
+            start_time_utc=progress.start_time_utc,
+            end_time_utc=None if status == "running" else dt.datetime.now(dt.UTC).isoformat(),
+            last_checkpoint=progress.last_checkpoint,
+            final_mean_reward=progress.last_episodes.get("episode_return"),
+            mean_episode_length=progress.last_episodes.get("episode_length"),
+            config=record.config,
+            environment=record.environment,
+            error=progress.error,
+            stopped_by=stopped_by,
+            health=dict(progress.health),
+            weights_digest=progress.digest,
+            ranks_in_sync=progress.in_sync,
+            startup_sec=dict(startup.phases),
+            startup_total_sec=startup.total(),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 import viser
 
-from unilab.apps.viewer import geometry
+from unilab.viewer import geometry
 
 SHOWN_GROUPS = (0, 1, 2, 3)
 INFINITE_PLANE_HALF = 10.0  # metres drawn of a plane MuJoCo makes infinite (size 0)

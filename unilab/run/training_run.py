@@ -1,5 +1,5 @@
 """A training run: checked and built by ``TrainingRun.prepare``, then ``run`` drives the loop and writes the run
-directory (config, summary, logs, checkpoints, ONNX policy, playback).
+directory (config, summary, logs, checkpoints, ONNX policy); the ``train`` command plays the final policy back.
 
 The loop is the same on every rank; rank 0 alone writes the run directory. Every rank steps ``num_envs`` envs per
 iteration in lockstep with the others (the update block's all-reduces hold them together), so rank 0 counts
@@ -16,41 +16,45 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
-from unilab.apps.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
-from unilab.apps.compose import task_overrides
-from unilab.apps.config import TrainConfig
-from unilab.apps.deploy_export import export_policy
-from unilab.apps.loggers import RunLogger
-from unilab.apps.metrics import TailRateMeter
-from unilab.apps.play import play
-from unilab.apps.preflight import check_inputs, check_memory, load_resume, resolve_device
-from unilab.apps.progress import announce
-from unilab.apps.run_claim import Claim, claim_for_world
-from unilab.apps.run_dir import (
+from unilab.core.cache_dirs import configure
+from unilab.core.files import DiskFullError
+from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import task_layout
+from unilab.envs.runner import NonFiniteError
+from unilab.run.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
+from unilab.run.config import TrainConfig, task_overrides
+from unilab.run.deploy_export import export_policy
+from unilab.run.loggers import RunLogger
+from unilab.run.metrics import TailRateMeter
+from unilab.run.preflight import check_inputs, check_memory, load_resume, resolve_device
+from unilab.run.progress import announce
+from unilab.run.run_claim import Claim, claim_for_world
+from unilab.run.run_dir import (
     CONFIG_FILENAME,
     POLICY_FILENAME,
     STACKS_FILENAME,
+    Progress,
+    RunRecord,
     RunSummary,
     environment_info,
     write_json_atomic,
 )
-from unilab.apps.signals import StopSignals
-from unilab.apps.startup import StartupClock, cache_line, process_age_s
-from unilab.apps.watchdog import StallWatchdog
-from unilab.core.cache_dirs import configure
-from unilab.core.files import DiskFullError
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.runner import NonFiniteError
-from unilab.tasks.registry import make_functional_env
+from unilab.run.signals import StopSignals
+from unilab.run.startup import StartupClock, cache_line, process_age_s
+from unilab.run.watchdog import StallWatchdog
+from unilab.tasks.registry import build_env, make_task
 from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
+
+if TYPE_CHECKING:  # viser loads only for a run that serves a page
+    from unilab.viewer.stream import TrainingStream
 
 # The process's age once everything a run needs is imported: the first start-up phase a user waits through.
 IMPORTED_AFTER_S = process_age_s()
@@ -58,17 +62,28 @@ TAIL_WINDOW = 20  # iterations the tail rate is taken over
 
 
 @dataclass
-class Progress:
-    """What the run has reached so far: what its summary reports at every log point and at the end."""
+class LoopState:
+    """What the loop carries from one iteration to the next, beside the trainer's own state."""
 
-    status: str = "running"
-    error: str | None = None
-    last_checkpoint: str | None = None
-    last_episodes: dict[str, float] = field(default_factory=dict)  # the latest log point with finished episodes
-    health: dict[str, int] = field(default_factory=dict)  # the latest log point's counters
-    digest: str | None = None  # of the final weights, checked across ranks
-    in_sync: bool | None = None
-    poisoned: bool = False  # a NaN or an infinity was found: nothing after the last checkpoint may be saved
+    meter: TailRateMeter  # the timed iterations, for the tail rate
+    timer: IterationTimer
+    vote: Vote  # the ranks' agreement to stop
+    start_iteration: int  # the trainer's iteration as the run was built (past 0 when resumed)
+    steps_per_iteration: int  # env steps of every rank together
+    # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
+    pending: deque[LogPoint] = field(default_factory=deque)
+    stopping: bool = False  # every rank agreed to stop
+    started: float = 0.0  # perf_counter as the loop began
+
+
+@dataclass
+class Outputs:
+    """Where the loop reports as it goes: opened with the run's first file, when a signal has become a stop, and
+    closed by ``_finish``."""
+
+    bar: tqdm
+    logger: RunLogger | None  # rank 0's
+    viewer: TrainingStream | None  # with ``training.viewer``, rank 0's
 
 
 @dataclass
@@ -84,6 +99,9 @@ class TrainingRun:
     startup: StartupClock  # seconds per start-up phase; the loop adds the pre-fill and the first iteration
     wall_before: float  # seconds since ``train`` started, carried over from the resumed checkpoint
     loop_before: float  # seconds of training loop, likewise
+    record: RunRecord  # what every summary restates
+    loop: LoopState
+    progress: Progress = field(default_factory=Progress)
     signals: StopSignals = field(default_factory=StopSignals)  # installed by the command, else by ``run``
 
     @property
@@ -102,12 +120,12 @@ class TrainingRun:
         device = resolve_device(cfg, world)
         check_inputs(cfg)
         if cfg.training.viewer and world.leader:
-            from unilab.apps.viewer.server import LOOPBACK, check_port  # viser, only for a run that serves a page
+            from unilab.viewer.server import LOOPBACK, check_port  # viser, only for a run that serves a page
 
             check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
-        probe = make_functional_env(cfg.task.name, sim="mujoco", num_envs=1, device="cpu", **task_overrides(cfg))
-        check_memory(cfg, probe, device, world)
+        task = make_task(cfg.task.name, **task_overrides(cfg))
+        check_memory(cfg, task_layout(task), device, world)
         world.start(torch.device(device), cfg.training.dist_timeout_s)
         clock.device = torch.device(device)
         try:
@@ -120,9 +138,7 @@ class TrainingRun:
             if world.leader:
                 announce("train", cache_line(caches))
                 announce("train", f"building {cfg.algo.num_envs} {cfg.task.name} envs on {cfg.sim.name} ({device})")
-            env = make_functional_env(
-                cfg.task.name, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device, **task_overrides(cfg)
-            )
+            env = build_env(task, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device)
             clock.mark("env_build", parts=env.sim.startup)
             if world.leader:
                 captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""
@@ -131,10 +147,18 @@ class TrainingRun:
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if ckpt is not None:
                 _resume(trainer, ckpt, cfg.algo.resume)
+            record = _record(cfg, world)
         except BaseException:
             claim.release()
             world.close()
             raise
+        loop = LoopState(
+            meter=TailRateMeter(window=TAIL_WINDOW),
+            timer=IterationTimer(env.device),
+            vote=Vote(world),
+            start_iteration=trainer.iteration,
+            steps_per_iteration=trainer.steps_per_iteration * world.size,
+        )
         return cls(
             cfg=cfg,
             env=env,
@@ -145,6 +169,8 @@ class TrainingRun:
             startup=clock,
             wall_before=ckpt["train_wall_time_sec"] if ckpt is not None else 0.0,
             loop_before=ckpt["loop_wall_time_sec"] if ckpt is not None else 0.0,
+            record=record,
+            loop=loop,
             signals=signals or StopSignals(),
         )
 
@@ -161,132 +187,118 @@ class TrainingRun:
     # -- the loop -------------------------------------------------------------------------------------------
 
     def _run(self) -> RunSummary:
-        cfg, world = self.cfg, self.world
         # From the first file on until the final checkpoint, summary and policy are written, a signal asks for a stop
-        # (even one in the middle of the first summary's write); playback can be interrupted.
+        # (even one in the middle of the first summary's write); what the command does next (playback) can be
+        # interrupted.
         with contextlib.nullcontext() if self.signals.installed else self.signals:
             self.signals.defer()
             result = self._train()
             self.signals.interrupt()
-        # A stop skips playback: a scheduler's SIGTERM comes with a grace period that rendering could outlast.
-        if not cfg.training.no_play and self.progress.last_checkpoint is not None and result.status == "completed":
-            self._playback(result)
-        if world.leader:
-            print(f"run directory: {self.run_dir}")
         return result
 
     def _train(self) -> RunSummary:
         """The run directory's first files, the loop and the final files, whatever ends the loop."""
-        cfg, world = self.cfg, self.world
-        self._begin()
+        cfg, world, progress = self.cfg, self.world, self.progress
+        outputs = self._begin()
         self._publish(self._summary("running"))
         stacks = self.run_dir / STACKS_FILENAME if world.leader else None
         with StallWatchdog(cfg.training.stall_timeout_s, stacks, self._stalled) as watchdog:
             try:
-                self._iterate(watchdog)
+                self._iterate(watchdog, outputs)
                 completed = self.trainer.iteration >= cfg.algo.max_iterations
-                self.progress.status = "completed" if completed else "interrupted"
+                progress.status = "completed" if completed else "interrupted"
             except KeyboardInterrupt:  # Ctrl-C off the main thread, where no handler turns it into a stop
-                self.progress.status = "interrupted"
+                progress.status = "interrupted"
             except Exception as exc:
-                self.progress.status, self.progress.error = "failed", f"{type(exc).__name__}: {exc}"
-                self.progress.poisoned = isinstance(exc, NonFiniteError)
+                progress.status, progress.error = "failed", f"{type(exc).__name__}: {exc}"
+                progress.poisoned = isinstance(exc, NonFiniteError)
                 raise
             finally:
-                result = self._finish()
+                result = self._finish(outputs)
         return result
 
-    def _begin(self) -> None:
-        """The config on disk, the logger, the meters and the stop vote, as the loop starts."""
+    def _begin(self) -> Outputs:
+        """The config on disk and the outputs opened, as the loop starts."""
         cfg, world = self.cfg, self.world
-        self.start_iteration = self.trainer.iteration
-        self.config_dict = dataclasses.asdict(cfg)
-        self.environment = environment_info()
         if world.leader:
             write_json_atomic(
-                self.run_dir / CONFIG_FILENAME, {"config": self.config_dict, "environment": self.environment}
+                self.run_dir / CONFIG_FILENAME,
+                {"config": self.record.config, "environment": self.record.environment},
             )
-        self.logger = RunLogger(cfg.training.logger, self.run_dir) if world.leader else None
-        self.steps_per_iteration = self.trainer.steps_per_iteration * world.size
-        self.meter = TailRateMeter(window=TAIL_WINDOW)
-        self.start_utc = datetime.now(UTC).isoformat()
-        self.started = time.perf_counter()
-        self.progress = Progress()
-        self._vote = Vote(world)
-        self._stopping = False
-        self.timer = IterationTimer(self.env.device)
-        self.bar = tqdm(
+        logger = RunLogger(cfg.training.logger, self.run_dir) if world.leader else None
+        self.progress.start_time_utc = datetime.now(UTC).isoformat()
+        self.loop.started = time.perf_counter()
+        bar = tqdm(
             total=cfg.algo.max_iterations,
             initial=self.trainer.iteration,
             disable=not (cfg.training.progress and world.leader),
             unit="it",
         )
-        # Log points are read back only once the GPU has got past them, so logging never stalls the GPU.
-        self.pending: deque[LogPoint] = deque()
-        self.viewer = None
+        viewer = None
         if cfg.training.viewer and world.leader:
-            from unilab.apps.viewer.server import LOOPBACK
-            from unilab.apps.viewer.stream import TrainingStream
+            from unilab.viewer.server import LOOPBACK
+            from unilab.viewer.stream import TrainingStream
 
-            self.viewer = TrainingStream(self.env, LOOPBACK, cfg.training.viewer_port)
+            viewer = TrainingStream(self.env, LOOPBACK, cfg.training.viewer_port)
             print(
-                f"viewer: {self.viewer.url} (over SSH: ssh -L {cfg.training.viewer_port}:localhost:"
+                f"viewer: {viewer.url} (over SSH: ssh -L {cfg.training.viewer_port}:localhost:"
                 f"{cfg.training.viewer_port} <this host>)"
             )
+        return Outputs(bar, logger, viewer)
 
-    def _iterate(self, watchdog: StallWatchdog) -> None:
+    def _iterate(self, watchdog: StallWatchdog, outputs: Outputs) -> None:
         """The replay pre-fill (off-policy only), then iterations until the last or a stop agreed by every rank. An
         iteration is ``collect`` (one env step, or a whole rollout) and ``update``."""
-        cfg, trainer = self.cfg, self.trainer
-        self._stopping = self.signals.agreed(self._vote, check_point=False)
-        while not trainer.ready and not self._stopping:  # replay pre-fill: not an iteration
+        cfg, trainer, loop = self.cfg, self.trainer, self.loop
+        loop.stopping = self.signals.agreed(loop.vote, check_point=False)
+        while not trainer.ready and not loop.stopping:  # replay pre-fill: not an iteration
             trainer.collect()
-            self._stopping = self.signals.agreed(self._vote, check_point=False)
+            loop.stopping = self.signals.agreed(loop.vote, check_point=False)
         self.startup.mark("prefill")
         first = True
-        while trainer.iteration < cfg.algo.max_iterations and not self._stopping:
+        while trainer.iteration < cfg.algo.max_iterations and not loop.stopping:
             trainer.collect()
-            self.timer.split()
+            loop.timer.split()
             metrics = trainer.update()
             trainer.iteration += 1
             watchdog.beat()  # the first beat arms it: compiles and captures are behind us
             if first:  # capture / first-update iteration: excluded from the tail rate
                 self.startup.mark("first_iteration")
                 if self.world.leader:
-                    self.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
-                self.timer.start()
+                    outputs.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
+                loop.timer.start()
                 first = False
             else:
-                self.timer.lap()
-            self.bar.update(1)
-            self._log_ready(wait=False)
+                loop.timer.lap()
+            outputs.bar.update(1)
+            self._log_ready(outputs, wait=False)
             last = trainer.iteration == cfg.algo.max_iterations
             at_log = trainer.iteration % cfg.training.log_interval == 0 or last
             if at_log:
                 point = trainer.log_point(metrics)
-                point.laps = self.timer.take()
-                self.pending.append(point)
-                if self.viewer is not None:  # a copy queued behind this env step, read back at a later log
-                    self.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
+                point.laps = loop.timer.take()
+                loop.pending.append(point)
+                if outputs.viewer is not None:  # a copy queued behind this env step, read back at a later log
+                    outputs.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
             if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                 self.progress.last_checkpoint = self._save()
-            self._stopping = self.signals.agreed(self._vote, check_point=at_log)
-        self._log_ready(wait=True)
+            loop.stopping = self.signals.agreed(loop.vote, check_point=at_log)
+        self._log_ready(outputs, wait=True)
 
-    def _finish(self) -> RunSummary:
+    def _finish(self, outputs: Outputs) -> RunSummary:
         """After the loop, however it ended: every iteration timed, a final checkpoint where the run stopped short,
         the ranks' weights compared, and the summary written. A failure here is reported beside the first one."""
-        progress, trainer = self.progress, self.trainer
-        self.bar.close()
+        progress, trainer, loop = self.progress, self.trainer, self.loop
+        outputs.bar.close()
         try:
             if progress.status == "interrupted":  # what ran before the stop is still worth its log lines
-                self._log_ready(wait=True)
-            for laps in [*(point.laps for point in self.pending), self.timer.take()]:  # time every iteration
+                self._log_ready(outputs, wait=True)
+            for laps in [*(point.laps for point in loop.pending), loop.timer.take()]:  # time every iteration
                 self._record_laps(laps)
             saving = progress.status != "completed" and not progress.poisoned
-            if self.world.leader and saving and trainer.iteration > self.start_iteration:
+            if self.world.leader and saving and trainer.iteration > loop.start_iteration:
                 progress.last_checkpoint = self._save()
-            if progress.status == "completed" or self._stopping:  # every rank is here; after a failure one may not be
+            if progress.status == "completed" or loop.stopping:  # every rank is here; after a failure one may not be
                 self._compare_weights()
             if self.cfg.training.export_onnx and self.world.leader and progress.status != "failed":
                 self._export()  # before the summary: a run whose policy could not be written has not completed
@@ -294,10 +306,10 @@ class TrainingRun:
             late = f"{type(exc).__name__}: {exc}"
             progress.status = "failed"
             progress.error = late if progress.error is None else f"{progress.error}; then, while stopping: {late}"
-        if self.logger is not None:
-            self.logger.close()
-        if self.viewer is not None:
-            self.viewer.close()
+        if outputs.logger is not None:
+            outputs.logger.close()
+        if outputs.viewer is not None:
+            outputs.viewer.close()
         result = self._summary(progress.status)
         try:
             self._publish(result)
@@ -315,36 +327,21 @@ class TrainingRun:
     # -- what the loop writes ------------------------------------------------------------------------------
 
     def _loop_seconds(self) -> float:
-        return self.loop_before + time.perf_counter() - self.started
+        return self.loop_before + time.perf_counter() - self.loop.started
 
     def _summary(self, status: str, at: LogPoint | None = None) -> RunSummary:
         """The run so far; ``at`` a log point, whose counts match the meter's (the host may have queued more)."""
-        cfg, trainer, progress = self.cfg, self.trainer, self.progress
-        return RunSummary.from_meter(
-            self.meter,
-            status=status,
-            algo=cfg.algo.name,
-            task=cfg.task.name,
-            sim=cfg.sim.name,
-            num_envs=cfg.algo.num_envs,
-            world_size=self.world.size,
-            completed_iterations=trainer.iteration if at is None else at.iteration,
-            total_env_steps=(trainer.env_steps if at is None else at.env_steps) * self.world.size,
-            training_wall_time_sec=self._loop_seconds(),
-            start_time_utc=self.start_utc,
-            end_time_utc=None if status == "running" else datetime.now(UTC).isoformat(),
-            last_checkpoint=progress.last_checkpoint,
-            final_mean_reward=progress.last_episodes.get("episode_return"),
-            mean_episode_length=progress.last_episodes.get("episode_length"),
-            config=self.config_dict,
-            environment=self.environment,
-            error=progress.error,
+        trainer = self.trainer
+        return RunSummary.of(
+            status,
+            self.record,
+            self.progress,
+            self.loop.meter,
+            self.startup,
+            iterations=trainer.iteration if at is None else at.iteration,
+            env_steps=(trainer.env_steps if at is None else at.env_steps) * self.world.size,
+            loop_seconds=self._loop_seconds(),
             stopped_by=self.signals.received,
-            health=dict(progress.health),
-            weights_digest=progress.digest,
-            ranks_in_sync=progress.in_sync,
-            startup_sec=dict(self.startup.phases),
-            startup_total_sec=self.startup.total(),
         )
 
     def _publish(self, result: RunSummary) -> None:
@@ -366,7 +363,7 @@ class TrainingRun:
         # checkpoints gives time-to-threshold.
         state = {
             **self.trainer.state_dict(),
-            "config": self.config_dict,
+            "config": self.record.config,
             "train_wall_time_sec": self.wall_before + time.perf_counter() - self.launched,
             "loop_wall_time_sec": self._loop_seconds(),
         }
@@ -382,29 +379,30 @@ class TrainingRun:
 
     def _record_laps(self, laps: list[Lap]) -> list[tuple[float, dict[str, float]]]:
         """Resolve ``laps`` into the tail meter; returns their seconds and splits."""
-        resolved = self.timer.resolve(laps)
+        resolved = self.loop.timer.resolve(laps)
         for seconds, phases in resolved:
-            self.meter.record(self.steps_per_iteration, seconds, phases)
+            self.loop.meter.record(self.loop.steps_per_iteration, seconds, phases)
         return resolved
 
-    def _log_ready(self, wait: bool) -> None:
+    def _log_ready(self, outputs: Outputs, wait: bool) -> None:
         """Log the pending points the GPU has passed (all of them with ``wait``), oldest first."""
-        while self.pending and (wait or self.pending[0].ready()):
-            self._log(self.pending[0])
-            self.pending.popleft()
+        pending = self.loop.pending
+        while pending and (wait or pending[0].ready()):
+            self._log(pending[0], outputs)
+            pending.popleft()
 
-    def _log(self, point: LogPoint) -> None:
+    def _log(self, point: LogPoint, outputs: Outputs) -> None:
         laps = self._record_laps(point.laps)
         point.laps = []  # timed once, whatever fails below
-        if self.viewer is not None:
-            self.viewer.publish()
+        if outputs.viewer is not None:
+            outputs.viewer.publish()
         report = self.trainer.read(point)
         self.progress.health.update(report.health)  # before the check, so the summary counts what it names
         self.trainer.check(report)
         metrics, stats, counts = report.metrics, report.episodes, report.health
         if "episode_return" in stats:
             self.progress.last_episodes = stats
-        rate = self.meter.tail_env_steps_per_sec()
+        rate = self.loop.meter.tail_env_steps_per_sec()
         scalars = {**{f"loss/{k}": v for k, v in metrics.items()}, **{f"episode/{k}": v for k, v in stats.items()}}
         scalars.update({f"health/{k}": v for k, v in counts.items()})
         if laps:  # the spread shows stalls (log points, slow steps) that the tail aggregate folds in
@@ -413,31 +411,27 @@ class TrainingRun:
             scalars["perf/iteration_ms_median"] = ms[len(ms) // 2]
         if rate is not None:
             scalars["perf/tail_env_steps_per_sec"] = rate
-            self.bar.set_postfix(steps_per_s=f"{rate:,.0f}")
-        if self.logger is not None:
-            self.logger.log_scalars(scalars, point.iteration * self.steps_per_iteration)
+            outputs.bar.set_postfix(steps_per_s=f"{rate:,.0f}")
+        if outputs.logger is not None:
+            outputs.logger.log_scalars(scalars, point.iteration * self.loop.steps_per_iteration)
         self._publish(self._summary("running", point))
 
     def _export(self) -> None:
-        origin = run_origin(self.cfg, self.environment)
+        origin = run_origin(self.cfg, self.record.environment)
         export_policy(self.trainer.loss.actor, self.env, self.run_dir / POLICY_FILENAME, origin)
 
-    def _playback(self, result: RunSummary) -> None:
-        """A video of the final policy; a failure is reported in the summary, the run keeps its status."""
-        cfg = self.cfg
-        try:
-            video = play(
-                Path(self.progress.last_checkpoint),
-                None,
-                out=self.run_dir,
-                num_envs=cfg.training.play_envs,
-                seconds=cfg.training.play_seconds,
-            )
-            print(f"playback: {video}")
-        except Exception as exc:  # the run itself succeeded and is saved; say what failed, keep the status
-            result.error = f"playback failed: {type(exc).__name__}: {exc}"
-            result.write(self.run_dir)
-            print(result.error, file=sys.stderr)
+
+def _record(cfg: TrainConfig, world: World) -> RunRecord:
+    """What the run is, taken once: the environment's figures cost a ``git`` call."""
+    return RunRecord(
+        algo=cfg.algo.name,
+        task=cfg.task.name,
+        sim=cfg.sim.name,
+        num_envs=cfg.algo.num_envs,
+        world_size=world.size,
+        config=dataclasses.asdict(cfg),
+        environment=environment_info(),
+    )
 
 
 def _resume(trainer: Trainer, ckpt: dict, path: str) -> None:

@@ -18,9 +18,9 @@ import threading
 import numpy as np
 import torch
 
-from unilab.apps.viewer.scene import RobotScene
-from unilab.apps.viewer.server import serve, url
 from unilab.envs.functional import FunctionalEnv
+from unilab.viewer.scene import RobotScene
+from unilab.viewer.server import serve, url
 
 STREAM_ENVS = 4  # the envs a training run shows
 

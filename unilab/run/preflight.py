@@ -3,18 +3,16 @@ fits in the memory of the device it will live on. Each refusal is a ``ValueError
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-import mujoco
 import torch
 
 from torchrl_ext.distributed import World
-from unilab.apps.checkpoint import check_compatible, load_checkpoint
-from unilab.apps.config import TrainConfig
-from unilab.apps.resources import FLOAT_BYTES, check_fits, replay_row_bytes
-from unilab.envs.functional import FunctionalEnv
+from unilab.envs.layout import TaskLayout
 from unilab.motion import MotionFileError, motion_files
+from unilab.run.checkpoint import check_compatible, load_checkpoint
+from unilab.run.config import TrainConfig
+from unilab.run.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.sim import backend_device
 
 PER_PARAMETER = 4  # weights, gradients, Adam's first and second moments
@@ -53,13 +51,12 @@ def check_inputs(cfg: TrainConfig) -> None:
             raise ValueError(f"task.motion_file={cfg.task.motion_file}: {exc}") from None
 
 
-def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: World) -> None:
+def check_memory(cfg: TrainConfig, layout: TaskLayout, device: str, world: World) -> None:
     """Replay buffer and update minibatches (a rollout and its batch, on-policy), per-env physics state and the
-    networks against the free memory of the device they live on; ``probe`` is a one-env build of the task, which
-    gives the observation sizes without allocating the run. On the CPU every rank of this machine allocates its own
-    share from the same memory."""
+    networks against the free memory of the device they live on, sized by the task's ``layout`` before anything of
+    the run is allocated. On the CPU every rank of this machine allocates its own share from the same memory."""
     a = cfg.algo
-    row = replay_row_bytes(probe.obs_dims, probe.action_dim)
+    row = replay_row_bytes(layout.obs_dims, layout.action_dim)
     sharing = world.local_size if torch.device(device).type == "cpu" else 1
     if a.on_policy:  # the rollout buffer, and the update's batch built from it, about as large
         parts = {"rollout": 2 * a.num_steps_per_env * a.num_envs * row * sharing}
@@ -70,17 +67,17 @@ def check_memory(cfg: TrainConfig, probe: FunctionalEnv, device: str, world: Wor
             "update minibatches": a.batch_size * a.updates_per_step * row * sharing,
         }
         remedy = "lower algo.num_envs, algo.replay_buffer_n, algo.batch_size or the network sizes"
-    parts["envs"] = a.num_envs * mujoco.MjData(probe.sim.model).nbuffer * sharing
-    parts["networks"] = network_bytes(cfg, probe) * sharing
+    parts["envs"] = a.num_envs * layout.world_bytes * sharing
+    parts["networks"] = network_bytes(cfg, layout) * sharing
     if sharing > 1:
         remedy += f" (each of the {sharing} ranks on this machine needs its own)"
     check_fits(parts, torch.device(device), remedy)
 
 
-def network_bytes(cfg: TrainConfig, probe: FunctionalEnv) -> int:
+def network_bytes(cfg: TrainConfig, layout: TaskLayout) -> int:
     """The learner's networks with what training keeps per parameter (the weights, their gradients and Adam's two
     moments), counted on networks built on the meta device, which allocates nothing."""
-    spec = dataclasses.replace(probe.spec(), device=torch.device("meta"), num_envs=cfg.algo.num_envs)
+    spec = layout.spec(cfg.algo.num_envs, torch.device("meta"))
     with torch.device("meta"):
         networks = cfg.algo.learner().networks(spec, cfg.algo)
     parameters = sum(p.numel() for net in networks for p in net.parameters())

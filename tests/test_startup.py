@@ -37,6 +37,11 @@ def test_unilab_help_imports_nothing_heavy() -> None:
     assert not [name for name in HEAVY if name in modules]
 
 
+def test_unilab_list_imports_nothing_heavy_unless_asked_for_the_sizes() -> None:
+    assert not [name for name in HEAVY if name in imported_by(["list"])]
+    assert "torch" in imported_by(["list", "--sizes"])  # the widths are read from the tasks themselves
+
+
 def test_an_unknown_task_is_answered_without_anything_heavy() -> None:
     """The task names come from the task packages' folders, so ``train --task`` is checked without loading them."""
     code = (

@@ -626,12 +626,14 @@ def test_unilab_command_dispatches_and_rejects_unknown_subcommands(
     )
     cli.main(["list"])
     listing = capsys.readouterr().out
-    assert "g1_walk_flat           100 / 103, 29" in listing and "physics backends: mjwarp, mujoco" in listing
+    assert "\n  g1_walk_flat\n" in listing and "physics backends: mjwarp, mujoco" in listing
     assert "\n  sac                    FastSAC: " in listing and "\n  flashsac               residual" in listing
+    cli.main(["list", "--sizes"])
+    assert "g1_walk_flat           100 / 103, 29" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["list", "--bogus"])
     err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "unilab list: error: takes no arguments, got --bogus" in err
+    assert exit_info.value.code == 2 and "unilab list: error: takes only --sizes, got --bogus" in err
     for command in (["eval", "--bogus"], ["play", "--checkpoint"], ["bench", "physics", "--steps", "x"]):
         with pytest.raises(SystemExit) as exit_info:  # argparse's own errors, without its usage lines
             cli.main(command)

@@ -82,12 +82,17 @@ def task_sizes(name: str) -> TaskSizes:
     return TaskSizes(layout.obs_dims["policy"], layout.obs_dims["critic"], layout.action_dim)
 
 
-def list_everything() -> str:
-    """``unilab list``: every task with its sizes, the algorithms and the backends."""
-    lines = ["tasks (observations: policy / critic, actions):"]
-    for name in task_names():
-        sizes = task_sizes(name)
-        lines.append(f"  {name:<22} {sizes.policy} / {sizes.critic}, {sizes.action}")
+def list_everything(sizes: bool = False) -> str:
+    """``unilab list``: every task, the algorithms and the backends; with ``sizes``, each task's observation and
+    action widths, which are read from the task itself and so load torch and the tasks (seconds, not a blink)."""
+    if sizes:
+        lines = ["tasks (observations: policy / critic, actions):"]
+        for name in task_names():
+            widths = task_sizes(name)
+            lines.append(f"  {name:<22} {widths.policy} / {widths.critic}, {widths.action}")
+    else:
+        lines = ["tasks (unilab list --sizes: their observation and action widths):"]
+        lines += [f"  {name}" for name in task_names()]
     lines.append("algorithms:")
     lines += [f"  {name:<22} {settings.summary}" for name, settings in ALGORITHMS.items()]
     lines.append(f"physics backends: {', '.join(BACKENDS)} (default here: {default_backend()})")

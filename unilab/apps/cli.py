@@ -25,7 +25,7 @@ COMMANDS = {
     "view": ("unilab.apps.view", "serve a web viewer of a policy running live (viser; loopback, --port)"),
     "bench": ("unilab.apps.bench", "throughput: canonical train runs, env steps, physics, drift"),
     "deploy": ("unilab.apps.deploy", "run an exported policy without torch: 'check' it in C MuJoCo, 'export' one"),
-    "list": ("unilab.apps.cli", "the tasks (observation and action sizes), algorithms and physics backends"),
+    "list": ("unilab.apps.cli", "the tasks, algorithms and physics backends (--sizes: the tasks' widths)"),
     "cache": ("unilab.apps.cache", "where compiled kernels and graphs are kept, their sizes; 'clear' removes them"),
 }
 
@@ -49,12 +49,14 @@ def main(argv: list[str] | None = None) -> None:
     check_environment(f"unilab {argv[0]}")
     if argv[0] == "list":
         if argv[1:] in (["-h"], ["--help"]):
-            print(f"usage: unilab list\n\n{COMMANDS['list'][1]}")
+            print(f"usage: unilab list [--sizes]\n\n{COMMANDS['list'][1]}")
             return
-        if argv[1:]:
-            fail("unilab list", f"takes no arguments, got {' '.join(argv[1:])}")
-        import_command("unilab list", "unilab.envs.layout")  # the tasks' sizes are read from their layouts
-        print(list_everything())
+        if argv[1:] not in ([], ["--sizes"]):
+            fail("unilab list", f"takes only --sizes, got {' '.join(argv[1:])}")
+        sizes = argv[1:] == ["--sizes"]
+        if sizes:
+            import_command("unilab list", "unilab.envs.layout")  # the tasks' sizes are read from their layouts
+        print(list_everything(sizes))
         return
     if argv[0] == "cache":  # reads folders only: no stack to load, no caches to place
         importlib.import_module(COMMANDS["cache"][0]).main(argv[1:])

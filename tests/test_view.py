@@ -372,9 +372,13 @@ def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_pat
     server = session.scene.server
     shot = tmp_path / "page.png"
     try:
-        dom = chromium(binary, address, "--dump-dom")
-        # The scene reaches the page over a websocket in real time while the browser's clock is virtual: on a busy
-        # machine a shot can come before the bodies did. A page that never draws them fails every attempt.
+        # The panel and the scene reach the page over a websocket in real time while the browser's clock is
+        # virtual: on a busy machine a dump or a shot can come before they did. A page that never shows them fails
+        # every attempt.
+        for _ in range(3):
+            dom = chromium(binary, address, "--dump-dom")
+            if all(control in page_texts(dom.stdout) for control in CONTROLS):
+                break
         for _ in range(3):
             result = chromium(binary, address, f"--screenshot={shot}")
             assert shot.is_file(), result.stderr[-2000:]

@@ -69,6 +69,13 @@ def test_a_training_run_loads_the_viewer_only_when_it_serves_one() -> None:
     assert proc.stdout.split()[-1] == "False"
 
 
+def test_a_training_run_loads_onnx_only_when_it_exports() -> None:
+    """``onnx`` (with ``ml_dtypes``) costs about a second of every start on a small CPU; a run needs it at its end."""
+    code = "import sys, unilab.apps.train, unilab.run.training_run; print('onnx' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.split()[-1] == "False"
+
+
 def test_the_shipped_tasks_are_the_registry_s_and_their_sizes_their_envs() -> None:
     from unilab.tasks.registry import list_tasks, make_functional_env
 

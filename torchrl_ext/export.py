@@ -18,8 +18,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import torch
 from torch import nn
 
@@ -60,6 +58,8 @@ def _write_onnx(module: nn.Module, obs_dim: int, path: Path, opset: int) -> None
 
 def run_onnx(path: Path, obs: np.ndarray) -> np.ndarray:
     """Evaluate an exported policy the way a deployment would, on onnxruntime's CPU provider."""
+    import onnxruntime as ort  # here, as ``onnx`` below: a training run that never exports pays for neither
+
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (action,) = session.run([OUTPUT_NAME], {INPUT_NAME: obs.astype(np.float32, copy=False)})
     return action
@@ -78,6 +78,8 @@ def _max_abs_diff(module: nn.Module, obs_dim: int, path: Path) -> float:
 
 
 def _add_metadata(path: Path, metadata: Mapping[str, str]) -> None:
+    import onnx
+
     model = onnx.load(str(path))
     for key, value in metadata.items():
         entry = model.metadata_props.add()
@@ -87,6 +89,8 @@ def _add_metadata(path: Path, metadata: Mapping[str, str]) -> None:
 
 def read_metadata(path: Path) -> dict[str, str]:
     """The string metadata an exported policy carries (``onnx.ModelProto.metadata_props``)."""
+    import onnx
+
     return {entry.key: entry.value for entry in onnx.load(str(path)).metadata_props}
 
 

@@ -260,6 +260,14 @@ def test_runner_reset_rewinds_to_the_seeded_start(short_env) -> None:
         torch.testing.assert_close(runner.step()["next", "policy"], want)
 
 
+def test_the_runner_s_health_counts_the_steps_whose_solver_stopped_at_its_limit(short_env, monkeypatch) -> None:
+    runner = EnvRunner(short_env, policy=lambda obs: torch.zeros(3, 29), seed=0)
+    assert int(runner.health()["solver_limit_steps"]) == 0  # C MuJoCo keeps no such count
+    monkeypatch.setattr(short_env.sim, "solver_limit_tensor", lambda: torch.tensor(7))
+    assert int(runner.health()["solver_limit_steps"]) == 7
+    runner.check()  # a note on accuracy, not an error
+
+
 def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
     runner = EnvRunner(short_env, policy=lambda obs: torch.tanh(obs["policy"][:, :29]), seed=0)
     first_obs = runner.state["obs", "policy"].clone()
@@ -281,6 +289,7 @@ def test_runner_steps_in_place_and_reports_bad_actions(short_env) -> None:
         "contact_overflows": 0,
         "constraint_overflows": 0,
         "height_field_overflows": 0,
+        "solver_limit_steps": 0,
     }
     with pytest.raises(NonFiniteActionError, match="6 env-step rows"):
         broken.check()

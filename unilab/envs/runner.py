@@ -27,13 +27,15 @@ from unilab.envs.functional import FunctionalEnv
 Policy = Callable[[TensorDict], torch.Tensor]
 
 # The counters ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which
-# the contacts or the constraint rows overflowed the physics buffers, or a height field's collider dropped contacts.
+# the contacts or the constraint rows overflowed the physics buffers, a height field's collider dropped contacts, or
+# the constraint solver stopped at its iteration limit in some env (a note on accuracy, never an error).
 HEALTH = (
     "nonfinite_actions",
     "diverged_envs",
     "contact_overflows",
     "constraint_overflows",
     "height_field_overflows",
+    "solver_limit_steps",
 )
 
 
@@ -126,7 +128,14 @@ class EnvRunner:
         them queues a copy and waits for nothing, so a log point can take them and hand them, read to the host, to
         ``check`` once later work is queued."""
         counts = torch.stack([self.state["task", "nonfinite_actions"], self.state["task", "diverged_envs"]]).long()
-        counts = torch.cat([counts, self.env.sim.overflow_tensor().to(self.env.device)])
+        sim = self.env.sim
+        counts = torch.cat(
+            [
+                counts,
+                sim.overflow_tensor().to(self.env.device),
+                sim.solver_limit_tensor().to(self.env.device).reshape(1),
+            ]
+        )
         return dict(zip(HEALTH, counts.unbind(), strict=True))
 
     def check(self, health: Mapping[str, int] | None = None) -> None:

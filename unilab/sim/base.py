@@ -280,11 +280,15 @@ class SimBackend(ABC):
         ``[contacts, constraints, height_field]`` on the backend's device (on a GPU backend, the live counters).
         Queuing a copy of it costs no host wait, so a log point can take one and read it after later work is queued."""
 
-    def solver_limit_steps(self) -> int:
+    def solver_limit_tensor(self) -> torch.Tensor:
         """Control steps so far in which the constraint solver (or its line search) stopped at its iteration limit
-        in some world before converging, read to the host. The step goes on with the last iterate, so this is a
-        note on accuracy, not an error. C MuJoCo keeps no such count: 0 by default."""
-        return 0
+        in some world before converging: int64, 0-d, on the backend's device. The step goes on with the last
+        iterate, so this is a note on accuracy, not an error. C MuJoCo keeps no such count: 0 by default."""
+        return torch.zeros((), dtype=torch.int64, device=self.device)
+
+    def solver_limit_steps(self) -> int:
+        """``solver_limit_tensor`` read to the host (waits for the device)."""
+        return int(self.solver_limit_tensor())
 
     def overflow_counts(self) -> dict[str, int]:
         """``overflow_tensor`` read to the host (waits for the device)."""

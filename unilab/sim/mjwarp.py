@@ -306,5 +306,5 @@ class MjWarpBackend(SimBackend):
     def overflow_tensor(self) -> torch.Tensor:
         return self._overflow
 
-    def solver_limit_steps(self) -> int:
-        return int(self._solver_limits)
+    def solver_limit_tensor(self) -> torch.Tensor:
+        return self._solver_limits

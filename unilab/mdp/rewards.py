@@ -80,9 +80,21 @@ def feet_phase_height_exp(
     z = 0, or on a terrain from the highest surface within the ``around`` offsets (``footprint``) of each foot, so a
     swing clears a step as it clears flat ground and lifts before the toe meets the riser."""
     target = swing_height_target(state["env", phase], swing_height)
-    feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
-    z = feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
+    z = feet_heights(state, ctx, foot_pos_sensors, ground, around)
     return torch.exp(-(z - target).square().sum(-1) / sigma)
+
+
+def feet_heights(
+    state: TensorDict,
+    ctx: EnvContext,
+    foot_pos_sensors: tuple[str, ...],
+    ground: HeightMap | None,
+    around: torch.Tensor | None,
+) -> torch.Tensor:
+    """(N, feet): each foot site's height above z = 0, or on a terrain above the highest surface within the
+    ``around`` offsets of it (``height_above_ground``), as the foot rewards measure it."""
+    feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
+    return feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
 
 
 def feet_clearance_by_speed(
@@ -104,8 +116,7 @@ def feet_clearance_by_speed(
     surface within the ``around`` offsets (``footprint``) of the foot, so the height a foot must hold over a step
     is measured from the step's top before its toe reaches the riser. A robot asked to stand still may shuffle its
     feet into place at any height."""
-    feet = torch.stack([sensor(state, ctx, name) for name in foot_pos_sensors], dim=1)
-    height = feet[..., 2] if ground is None else height_above_ground(ground, feet, around)
+    height = feet_heights(state, ctx, foot_pos_sensors, ground, around)
     velocity = torch.stack([sensor(state, ctx, name)[:, :2] for name in foot_linvel_sensors], dim=1)
     cost = ((height - target_height).abs() * torch.linalg.vector_norm(velocity, dim=-1)).sum(-1)
     asked = state["env", command]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import onnxruntime as ort
@@ -168,18 +169,25 @@ def test_resume_continues_the_iteration_count_and_networks(tmp_path: Path) -> No
     assert float(step_after) == float(step_before) + 4 * 2
 
 
-def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from unilab.train.off_policy import OffPolicyTrainer
+def interrupt_update(monkeypatch: pytest.MonkeyPatch, trainer: type, call: int) -> Callable:
+    """Make ``trainer``'s ``call``-th update raise KeyboardInterrupt (Ctrl-C mid-iteration); returns the real
+    update, for a test that goes on training after the stop."""
+    update, calls = trainer.update, []
 
-    update, calls = OffPolicyTrainer.update, []
-
-    def interrupted_in_iteration_11(self):
+    def interrupted(self):
         calls.append(None)
-        if len(calls) == 11:
+        if len(calls) == call:
             raise KeyboardInterrupt
         return update(self)
 
-    monkeypatch.setattr(OffPolicyTrainer, "update", interrupted_in_iteration_11)
+    monkeypatch.setattr(trainer, "update", interrupted)
+    return update
+
+
+def test_ctrl_c_saves_a_checkpoint_and_logs_what_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unilab.train.off_policy import OffPolicyTrainer
+
+    interrupt_update(monkeypatch, OffPolicyTrainer, 11)
     summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=20", "training.export_onnx=false")))
     run_dir = tmp_path / "run"
     data = json.loads((run_dir / "run_summary.json").read_text())
@@ -200,15 +208,7 @@ def test_a_stopped_run_says_how_to_continue_and_that_command_continues_it(
 
     from unilab.train.on_policy import OnPolicyTrainer
 
-    update, calls = OnPolicyTrainer.update, []
-
-    def interrupted_in_iteration_4(self):
-        calls.append(None)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return update(self)
-
-    monkeypatch.setattr(OnPolicyTrainer, "update", interrupted_in_iteration_4)
+    update = interrupt_update(monkeypatch, OnPolicyTrainer, 4)
     run_dir = tmp_path / "run"
     extra = ("algo.max_iterations=6", "algo.num_steps_per_env=4", "algo.num_mini_batches=1")
     overrides = [o for o in tiny(tmp_path, "mujoco", "algo=ppo", *extra) if o not in ("sim=mujoco", "algo=ppo")]

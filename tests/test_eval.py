@@ -145,10 +145,31 @@ def test_captured_eval_rollout_matches_eager_on_cuda() -> None:
     def policy(obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(obs @ weights)
 
-    eager = score(env, rollout(env, policy, seed=3, capture=False))
-    captured = score(env, rollout(env, policy, seed=3, capture=True))
+    eager = leaves(score(env, rollout(env, policy, seed=3, capture=False)))
+    captured = leaves(score(env, rollout(env, policy, seed=3, capture=True)))
+    assert captured.keys() == eager.keys()
     for key, value in eager.items():  # reset clears warm-starts, so only float reordering may differ
         assert captured[key] == pytest.approx(value, rel=1e-3, abs=1e-3), key
+
+
+def leaves(metrics: dict, prefix: str = "") -> dict[str, float]:
+    """A score's numbers keyed by their path: the breakdowns (falls by command, per row) are nested."""
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            out.update(leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_leaves_keys_a_nested_score_by_its_path() -> None:
+    nested = {"fall_rate": 0.1, "falls_by_command": {"forward": {"fall_rate": 0.0, "num_envs": 5}}}
+    assert leaves(nested) == {
+        "fall_rate": 0.1,
+        "falls_by_command.forward.fall_rate": 0.0,
+        "falls_by_command.forward.num_envs": 5,
+    }
 
 
 @pytest.fixture(scope="module")

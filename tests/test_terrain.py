@@ -17,7 +17,7 @@ from unilab.mdp.terrain import height_scan, scan_pattern
 from unilab.robots import g1
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
-from unilab.terrain.heightmap import HeightMap
+from unilab.terrain.heightmap import HeightMap, refine
 
 SMALL = TerrainConfig(rows=3, tile_size=8.0, border=2.0)
 
@@ -87,12 +87,59 @@ def test_each_type_follows_its_rows_difficulty() -> None:
         ({"rows": 0}, "terrain needs at least one row and one type"),
         ({"rows": 1000}, "a model holds at most 16777216"),
         ({"stairs_platform": 7.0}, "terrain stairs platform and borders take 9 m of a 8 m tile"),
+        ({"surface_scale": 0.15}, "terrain surface_scale 0.15 m must be a whole multiple of horizontal_scale 0.1 m"),
+        ({"surface_scale": 0.05}, "terrain surface_scale 0.05 m must be a whole multiple of horizontal_scale 0.1 m"),
     ],
 )
 def test_a_grid_that_makes_no_terrain_is_refused_in_one_line(change: dict, message: str) -> None:
     with pytest.raises(ValueError) as info:
         generate(dataclasses.replace(SMALL, **change))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_refining_a_grid_keeps_its_triangles() -> None:
+    """One cell, split from its (-x, -y) corner to its (+x, +y) corner, refined twice: the new samples on its edges
+    are their ends' means, the centre is the diagonal's midpoint (not the four corners' mean), and past the last
+    sample the edge carries on."""
+    coarse = np.array([[0.0, 1.0], [2.0, 4.0]])  # [y, x]
+    expected = [[0.0, 0.5, 1.0, 1.0], [1.0, 2.0, 2.5, 2.5], [2.0, 3.0, 4.0, 4.0], [2.0, 3.0, 4.0, 4.0]]
+    np.testing.assert_allclose(refine(coarse, 2, (4, 4)), expected)
+
+
+def test_a_finer_map_steepens_the_risers_and_keeps_every_other_surface() -> None:
+    """At 0.05 m a riser ramps over 5 cm instead of 10, so a 0.3 m tread keeps 0.25 m level instead of 0.2; the
+    slopes and the random surface, drawn at ``surface_scale``, are the same surface as on the 0.1 m map."""
+    coarse = generate(SMALL)
+    fine = generate(dataclasses.replace(SMALL, horizontal_scale=0.05))
+    for terrain in (coarse, fine):
+        scale = terrain.config.horizontal_scale
+        centre = terrain.config.tile_samples // 2
+        profile = _tile(terrain, 2, "pyramid_stairs")[centre]
+        runs = np.diff(np.flatnonzero(np.diff(profile)))  # samples between one riser and the next
+        level = np.median(runs) * scale - scale  # the level part of an inner tread, metres
+        assert level == pytest.approx(0.3 - scale, abs=1e-6)
+    for name in ("pyramid_slope", "pyramid_slope_inv", "random_rough"):
+        for row in range(SMALL.rows):
+            tile = _tile(coarse, row, name)
+            np.testing.assert_allclose(_tile(fine, row, name), refine(tile, 2, (160, 160)), atol=1e-6, rtol=0)
+
+
+def test_the_scene_builds_each_piece_from_the_fewest_samples_that_make_its_surface() -> None:
+    """On a 0.05 m map the stairs keep every sample; the slopes and the random surface are built from their own
+    0.1 m samples, and level pieces are boxes."""
+    terrain = generate(dataclasses.replace(SMALL, horizontal_scale=0.05))
+    model = terrain_model(g1.SCENE, terrain)
+    rows_of = {}
+    for i in range(model.nhfield):
+        col = int(model.hfield(i).name.split("_")[2]) - 1  # terrain_<row>_<col>, the border's pieces first
+        rows_of[SMALL.types[col]] = rows_of.get(SMALL.types[col], set()) | {int(model.hfield_nrow[i])}
+    assert rows_of == {
+        "pyramid_stairs": {161},
+        "pyramid_stairs_inv": {161},
+        "pyramid_slope": {81},
+        "pyramid_slope_inv": {81},
+        "random_rough": {81},
+    }
 
 
 def _ray_heights(model: mujoco.MjModel, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -111,12 +158,13 @@ def _ray_heights(model: mujoco.MjModel, x: np.ndarray, y: np.ndarray) -> np.ndar
     return np.array(hits).reshape(x.shape)
 
 
-@pytest.mark.parametrize("layout", ["tiled", "single"])
-def test_the_map_is_the_surface_rays_meet_everywhere(layout: str) -> None:
+@pytest.mark.parametrize(("layout", "scale"), [("tiled", 0.1), ("single", 0.1), ("tiled", 0.05), ("single", 0.05)])
+def test_the_map_is_the_surface_rays_meet_everywhere(layout: str, scale: float) -> None:
     """The scene is the map in either layout, between samples and across the pieces' seams too: rays by C MuJoCo
     land on ``height_at`` at random points of every tile (the random one's cells are not planar), at every spawn
-    origin and along the lines where the tiled layout's pieces meet."""
-    terrain = generate(dataclasses.replace(SMALL, layout=layout))
+    origin and along the lines where the tiled layout's pieces meet; also where the tiled layout builds a piece
+    from fewer samples than the map has."""
+    terrain = generate(dataclasses.replace(SMALL, layout=layout, horizontal_scale=scale))
     model = terrain_model(g1.SCENE, terrain)
     width, depth = terrain.size
     rng = np.random.default_rng(0)

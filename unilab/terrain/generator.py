@@ -5,6 +5,14 @@ type's parameters follow from it: the stairs' step height, the pyramids' slope, 
 surrounds the grid, so a robot that walks off its tile meets level ground, not an edge. The map is a function of the
 config alone (its ``seed`` included), so every backend and every process that builds it builds the same terrain.
 
+A height field cannot hold a vertical face: between two samples its surface is a ramp. So a step's riser is a ramp
+one sample spacing (``horizontal_scale``) wide, and at 0.1 m a 12 cm step is a 50 degree ramp that leaves 0.2 m of
+a 0.3 m tread level, about a G1 foot's length. Terrain generators built on meshes make such faces vertical (a slope
+threshold above which a ramp becomes a wall); here the map is sampled more finely instead. Only the stairs need it:
+the slopes and the random surface are drawn at ``surface_scale`` and refined onto the map's samples along the
+surface's own triangles, so they stay the same surface at any spacing and the scene builds them from their own
+coarser samples (``unilab.terrain.scene``).
+
 The defaults follow mjlab's rough-terrain grid for legged robots: 8 m tiles sampled every 0.1 m, five steps of
 0.3 m treads rising up to 0.1 m each to a 3 m platform inside a 1 m border, pyramids sloping up to 45 degrees to a
 2 m platform inside a 0.25 m border, and a random surface of up to 0.1 m.
@@ -12,6 +20,7 @@ The defaults follow mjlab's rough-terrain grid for legged robots: 8 m tiles samp
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -20,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from unilab.terrain.heightmap import HeightMap, surface_height
+from unilab.terrain.heightmap import HeightMap, refine, surface_height
 
 LAYOUTS = ("tiled", "single")
 MAX_SAMPLES = 4096 * 4096
@@ -42,7 +51,8 @@ class TerrainConfig:
     )
     tile_size: float = 8.0
     border: float = 8.0
-    horizontal_scale: float = 0.1
+    horizontal_scale: float = 0.1  # the map's sample spacing: how steep a step's riser can be
+    surface_scale: float = 0.1  # the slopes' and the random surface's own spacing, a whole multiple of the map's
     seed: int = 0
     step_height: tuple[float, float] = (0.0, 0.1)  # at difficulty 0 and 1
     step_width: float = 0.3
@@ -66,6 +76,11 @@ class TerrainConfig:
     @property
     def border_samples(self) -> int:
         return round(self.border / self.horizontal_scale)
+
+    @property
+    def surface_factor(self) -> int:
+        """Map samples to one of the slopes' and the random surface's own spacings."""
+        return round(self.surface_scale / self.horizontal_scale)
 
     def difficulty(self, row: int) -> float:
         return row / (self.rows - 1) if self.rows > 1 else 0.0
@@ -156,6 +171,17 @@ def random_rough(cfg: TerrainConfig, difficulty: float, rng: np.random.Generator
     return heights
 
 
+def _tile(cfg: TerrainConfig, name: str, difficulty: float, rng: np.random.Generator) -> np.ndarray:
+    """A tile of type ``name`` on the map's samples: the stairs and the flat ground drawn at the map's spacing, the
+    others (``SURFACES``) at ``surface_scale`` and refined onto it, so the map's spacing changes no surface but the
+    stairs' risers."""
+    build = SUB_TERRAINS[name]
+    if name not in SURFACES or cfg.surface_factor == 1:
+        return build(cfg, difficulty, rng)
+    coarse = build(dataclasses.replace(cfg, horizontal_scale=cfg.surface_scale), difficulty, rng)
+    return refine(coarse, cfg.surface_factor, (cfg.tile_samples, cfg.tile_samples))
+
+
 SUB_TERRAINS: dict[str, Callable[[TerrainConfig, float, np.random.Generator], np.ndarray]] = {
     "flat": flat,
     "pyramid_stairs": pyramid_stairs,
@@ -165,6 +191,7 @@ SUB_TERRAINS: dict[str, Callable[[TerrainConfig, float, np.random.Generator], np
     "random_rough": random_rough,
 }
 TERRAIN_TYPES = tuple(SUB_TERRAINS)
+SURFACES = ("pyramid_slope", "pyramid_slope_inv", "random_rough")
 
 
 def check(cfg: TerrainConfig) -> None:
@@ -179,6 +206,7 @@ def check(cfg: TerrainConfig) -> None:
         "slope_platform": cfg.slope_platform,
         "slope_border": cfg.slope_border,
         "roughness_step": cfg.roughness_step,
+        "surface_scale": cfg.surface_scale,
         **{f"step_height[{i}]": v for i, v in enumerate(cfg.step_height)},
         **{f"slope[{i}]": v for i, v in enumerate(cfg.slope)},
         **{f"roughness[{i}]": v for i, v in enumerate(cfg.roughness)},
@@ -186,9 +214,15 @@ def check(cfg: TerrainConfig) -> None:
     for name, value in numbers.items():
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"terrain {name} must be a finite length >= 0, got {value}")
-    for name in ("tile_size", "horizontal_scale", "step_width", "roughness_step"):
+    for name in ("tile_size", "horizontal_scale", "step_width", "roughness_step", "surface_scale"):
         if numbers[name] <= 0:
             raise ValueError(f"terrain {name} must be > 0, got {numbers[name]}")
+    ratio = cfg.surface_scale / cfg.horizontal_scale
+    if round(ratio) < 1 or abs(ratio - round(ratio)) > 1e-6:
+        raise ValueError(
+            f"terrain surface_scale {cfg.surface_scale:g} m must be a whole multiple of horizontal_scale "
+            f"{cfg.horizontal_scale:g} m"
+        )
     if cfg.rows < 1 or not cfg.types:
         raise ValueError(f"terrain needs at least one row and one type, got {cfg.rows} rows and types {cfg.types}")
     unknown = [name for name in cfg.types if name not in SUB_TERRAINS]
@@ -246,7 +280,7 @@ def _generate(cfg: TerrainConfig) -> Terrain:
     for row in range(cfg.rows):
         for col, name in enumerate(cfg.types):
             rng = np.random.default_rng([cfg.seed, row, col])
-            tile = SUB_TERRAINS[name](cfg, cfg.difficulty(row), rng)
+            tile = _tile(cfg, name, cfg.difficulty(row), rng)
             y0, x0 = border + row * n, border + col * n
             heights[y0 : y0 + n, x0 : x0 + n] = tile
             # On the sample nearest the tile's centre, so the surface there is the sample's height, not a blend.

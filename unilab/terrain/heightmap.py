@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -33,6 +34,20 @@ def surface_height(heights: torch.Tensor, scale: float, x: torch.Tensor, y: torc
     below = h00 + (h10 - h00) * fu + (h11 - h10) * fv  # the triangle on the +x side of the diagonal
     above = h00 + (h01 - h00) * fv + (h11 - h01) * fu
     return torch.where(fu >= fv, below, above)
+
+
+def refine(coarse: np.ndarray, factor: int, shape: tuple[int, int]) -> np.ndarray:
+    """``shape`` heights ``factor`` to each of ``coarse``'s sample spacings, read off the surface MuJoCo's triangles
+    make of ``coarse`` (past its last sample, its edge), both grids starting at the same corner.
+
+    Each fine cell lies in one coarse triangle, because the fine cells on a coarse cell's diagonal split along it
+    too, so a height field of the result is the surface of ``coarse`` itself, with ``factor`` squared times the
+    cells."""
+    rows, cols = coarse.shape
+    v = torch.arange(shape[0], dtype=torch.float64) / factor - (rows - 1) / 2
+    u = torch.arange(shape[1], dtype=torch.float64) / factor - (cols - 1) / 2
+    y, x = torch.meshgrid(v, u, indexing="ij")
+    return surface_height(torch.from_numpy(np.asarray(coarse, dtype=np.float64)), 1.0, x, y).numpy()
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,11 @@
 
 Both layouts are exactly the map: adjacent pieces share their edge samples, every cell of the map lies in one piece,
 and each piece's cells split along the same diagonal as the map's, so ``unilab.mdp.terrain.surface_height`` reads
-what a ray cast onto either scene hits. The model is built through ``MjSpec`` from the terrain's data alone, so the C
-MuJoCo and the MuJoCo Warp backends are handed the same compiled model.
+what a ray cast onto either scene hits. A tiled piece whose samples lie on the triangles of every ``surface_factor``-th
+of them (the slopes and the random surface, drawn at ``surface_scale``) is built from those: the same surface, with
+fewer cells for a contact to test (a height-field contact tests every cell under the geom, one by one). The model is
+built through ``MjSpec`` from the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the
+same compiled model.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import mujoco
 import numpy as np
 
 from unilab.terrain.generator import Terrain
+from unilab.terrain.heightmap import refine
 
 FLOOR = "floor"
 TERRAIN = "terrain"
@@ -49,6 +53,18 @@ def _pieces(terrain: Terrain) -> Iterator[tuple[str, np.ndarray, float, float]]:
         for j, (x0, x1) in enumerate(itertools.pairwise(cols)):
             centre = ((x0 + x1) / 2 - (nx - 1) / 2) * scale, ((y0 + y1) / 2 - (ny - 1) / 2) * scale
             yield f"{TERRAIN}_{i}_{j}", heights[y0 : y1 + 1, x0 : x1 + 1], *centre
+
+
+def _coarsest(heights: np.ndarray, scale: float, factor: int) -> tuple[np.ndarray, float]:
+    """A piece's samples and their spacing: every ``factor``-th sample where the others lie on its triangles (within
+    float32's rounding), else all of them."""
+    ny, nx = heights.shape
+    if factor == 1 or (ny - 1) % factor or (nx - 1) % factor:
+        return heights, scale
+    coarse = heights[::factor, ::factor]
+    if np.allclose(refine(coarse, factor, heights.shape), heights, rtol=0, atol=1e-6):
+        return coarse, scale * factor
+    return heights, scale
 
 
 def _add_height_field(
@@ -88,7 +104,8 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         return spec
     for name, heights, x, y in _pieces(terrain):
         if np.ptp(heights) > 0:
-            _add_height_field(spec, name, heights, (x, y), scale, floor)
+            samples, spacing = _coarsest(heights, scale, terrain.config.surface_factor)
+            _add_height_field(spec, name, samples, (x, y), spacing, floor)
             continue
         ny, nx = heights.shape
         top = float(heights[0, 0])

@@ -25,7 +25,10 @@ WALK = dataclasses.replace(
     FLAT_WALK, name="g1_walk_rough", weights={**FLAT_WALK.weights, "penalty_feet_clearance": -2.0}
 )
 
-TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.12), slope=(0.0, 0.3))
+# Sampled every 5 cm, so a 12 cm riser ramps over 5 cm and leaves 0.25 m of each 0.3 m tread level; at 10 cm it ramps
+# over 10 cm and leaves 0.2 m, about the length of the G1's foot (``unilab.terrain.generator``). The slopes and the
+# random surface keep their 10 cm samples.
+TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.12), slope=(0.0, 0.3), horizontal_scale=0.05)
 # The foot's site sits 9.5 cm behind its toe; 15 cm lifts a swing 5 cm before the toe would meet a riser.
 ROUGH = RoughSpec(terrain=TERRAIN, max_init_level=3, nconmax=96, njmax=600, foot_reach=0.15, straight_commands=0.5)
 

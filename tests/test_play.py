@@ -20,9 +20,11 @@ from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
 from unilab.apps.train import run
 from unilab.core.rng import make_rng
+from unilab.robots import g1
 from unilab.run.run_dir import VIDEO_FILENAME
 from unilab.tasks.g1_walk_rough.config import TERRAIN
 from unilab.tasks.registry import make_functional_env
+from unilab.terrain import TerrainConfig, generate, terrain_model
 
 W, H = 160, 96  # small frames keep software-rasterised renders well under a second
 
@@ -337,11 +339,30 @@ def edge_density(tile: np.ndarray) -> float:
     return float((np.abs(np.diff(grey, axis=0)) > 25).mean())
 
 
+@pytest.mark.parametrize("scale", [0.1, 0.05])
+def test_every_riser_and_nothing_else_is_outlined(scale: float) -> None:
+    """A pyramid of five 12 cm steps and a pit of five: four edges a step, each at its step's top; slopes of 45
+    degrees (a 10 cm rise from each sample to the next, the same side by side) and the random surface: none."""
+    base = TerrainConfig(rows=2, border=2.0, horizontal_scale=scale, step_height=(0.0, 0.12), slope=(0.0, 1.0))
+    for types, tops in (
+        (("flat", "pyramid_stairs"), [0.12, 0.24, 0.36, 0.48, 0.6]),
+        (("pyramid_stairs_inv",), [-0.48, -0.36, -0.24, -0.12, 0.0]),
+        (("pyramid_slope", "pyramid_slope_inv", "random_rough"), []),
+    ):
+        model = terrain_model(g1.SCENE, generate(dataclasses.replace(base, types=types)))
+        edges = play.step_edges(model)
+        assert len(edges) == 4 * len(tops), types
+        heights, counts = np.unique(np.round(edges[:, :, 2], 6), return_counts=True)
+        np.testing.assert_allclose(heights, tops, atol=1e-6)
+        assert (counts == 8).all()  # both ends of four edges at each height
+        assert np.all(np.linalg.norm(edges[:, 1] - edges[:, 0], axis=1) > 3.0)  # each a ring's whole side
+
+
 def test_a_video_shows_the_stairs_a_robot_stands_among(tmp_path: Path) -> None:
     """Two robots on the hardest row of a two-row terrain: the first on the flat column, the second among pyramid
-    stairs. The terrain is drawn plain under a low side light, so each riser is a line against its tread; the
-    floor's texture is not drawn on it (a frame took about three times as long with it), and the env's own model
-    is left as it was."""
+    stairs. The terrain is drawn plain under a low side light with each step's edge outlined, so each riser is a
+    line against its tread; the floor's texture is not drawn on it (a frame took about three times as long with
+    it), and the env's own model is left as it was."""
     small = dataclasses.replace(TERRAIN, rows=2, border=2.0)
     env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2, device="cpu", terrain=small, terrain_level=1)
     model = env.sim.model

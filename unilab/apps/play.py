@@ -118,6 +118,60 @@ def render_model(model: mujoco.MjModel) -> mujoco.MjModel:
     return model
 
 
+# A height field is drawn with smooth shading, so a riser a few centimetres wide blends into its treads whatever the
+# light: each step's top edge is drawn as a line. An edge is where the surface rises by at least ``EDGE_RISE`` from
+# one sample to the next, by the same amount over at least ``EDGE_MIN_LENGTH``, with level samples on both sides: a
+# step, not a slope (equal rises side by side) nor the random surface (unequal ones).
+EDGE_RISE, EDGE_MIN_LENGTH, EDGE_WIDTH = 0.03, 0.5, 2.0
+EDGE_RGBA = np.array([0.15, 0.17, 0.2, 1.0], dtype=np.float32)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The [start, stop) index ranges where a 1-D boolean array is true."""
+    padded = np.concatenate([[False], mask, [False]])
+    changes = np.flatnonzero(padded[1:] != padded[:-1])
+    return list(zip(changes[::2], changes[1::2], strict=True))
+
+
+def _edges_along_x(heights: np.ndarray, spacing: float) -> list[tuple[int, int, int, float]]:
+    """Step edges of a grid (``heights[y, x]``) that run along y, where the surface steps between columns ``j`` and
+    ``j + 1``: each (x, y0, y1, z) in grid units from the first sample, x and z at the step's top."""
+    rise = np.diff(heights, axis=1)
+    step = np.abs(rise) >= EDGE_RISE
+    level = np.zeros_like(step)
+    level[:, 1:-1] = (rise[:, :-2] == 0) & (rise[:, 2:] == 0)
+    found = []
+    for j in np.flatnonzero((step & level).any(axis=0)):
+        column = rise[:, j]
+        for start, stop in _runs(step[:, j] & level[:, j]):
+            same = column[start:stop] == column[start]
+            if not same.all() or (stop - start - 1) * spacing < EDGE_MIN_LENGTH:
+                continue
+            top = j + 1 if column[start] > 0 else j
+            found.append((top, start, stop - 1, heights[start, top]))
+    return found
+
+
+def step_edges(model: mujoco.MjModel) -> np.ndarray:
+    """The terrain's step edges in the world, (k, 2, 3): each a segment along the top of a riser."""
+    segments = []
+    for geom in terrain_geoms(model):
+        if model.geom_type[geom] != mujoco.mjtGeom.mjGEOM_HFIELD:
+            continue
+        field = model.geom_dataid[geom]
+        rows, cols = model.hfield_nrow[field], model.hfield_ncol[field]
+        size = model.hfield_size[field]
+        start = model.hfield_adr[field]
+        heights = model.hfield_data[start : start + rows * cols].reshape(rows, cols).astype(np.float64) * size[2]
+        dx, dy = 2 * size[0] / (cols - 1), 2 * size[1] / (rows - 1)
+        origin = model.geom_pos[geom] - np.array([size[0], size[1], 0.0])
+        for x, y0, y1, z in _edges_along_x(heights, dy):
+            segments.append(origin + np.array([[x * dx, y0 * dy, z], [x * dx, y1 * dy, z]]))
+        for y, x0, x1, z in _edges_along_x(heights.T, dx):
+            segments.append(origin + np.array([[x0 * dx, y * dy, z], [x1 * dx, y * dy, z]]))
+    return np.array(segments, dtype=np.float64).reshape(-1, 2, 3)
+
+
 MARKER_SIZE = np.array([0.015, 0.0, 0.0])
 MARKER_RGBA = np.array([1.0, 0.55, 0.0, 1.0], dtype=np.float32)
 IDENTITY = np.eye(3).flatten()
@@ -166,6 +220,7 @@ class TileRenderer:
         self.camera.distance = TERRAIN_CAMERA_DISTANCE if on_terrain else CAMERA_DISTANCE
         self.camera.elevation = TERRAIN_CAMERA_ELEVATION if on_terrain else CAMERA_ELEVATION
         self.camera.azimuth = CAMERA_AZIMUTH
+        self.edges = step_edges(model)
 
     def frame(self, qpos: np.ndarray, markers: np.ndarray | None = None) -> np.ndarray:
         """``qpos`` (num_envs, nq); envs beyond the tile count are not drawn. ``markers`` (num_envs, points, 3) are
@@ -175,12 +230,22 @@ class TileRenderer:
             data.qpos[:] = qpos[i]
             mujoco.mj_forward(self.model, data)
             self.renderer.update_scene(data, camera=self.camera, scene_option=self.option)
+            self._outline()
             if markers is not None:
                 self._mark(markers[i])
             row, col = divmod(i, self.cols)
             y, x = row * self.tile_h, col * self.tile_w
             canvas[y : y + self.tile_h, x : x + self.tile_w] = self.renderer.render()
         return canvas
+
+    def _outline(self) -> None:
+        """Add the terrain's step edges to the scene as lines, as many as it has room for."""
+        scene = self.renderer.scene
+        for a, b in self.edges[: scene.maxgeom - scene.ngeom]:
+            geom = scene.geoms[scene.ngeom]
+            mujoco.mjv_initGeom(geom, mujoco.mjtGeom.mjGEOM_LINE, np.zeros(3), np.zeros(3), IDENTITY, EDGE_RGBA)
+            mujoco.mjv_connector(geom, mujoco.mjtGeom.mjGEOM_LINE, EDGE_WIDTH, a, b)
+            scene.ngeom += 1
 
     def _mark(self, points: np.ndarray) -> None:
         """Add ``points`` to the scene as spheres, as many as the scene has room for."""

@@ -18,6 +18,7 @@ from unilab.robots import g1
 from unilab.sim import SimConfig, make_backend
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
 from unilab.terrain.heightmap import HeightMap, refine
+from unilab.terrain.terraces import rectangles, terraces
 
 SMALL = TerrainConfig(rows=3, tile_size=8.0, border=2.0)
 
@@ -175,6 +176,65 @@ def test_the_map_is_the_surface_rays_meet_everywhere(layout: str, scale: float) 
     x = np.concatenate([x, np.repeat(seams, 20) + rng.uniform(-0.05, 0.05, seams.size * 20)])
     y = np.concatenate([y, along.ravel()])
     np.testing.assert_allclose(terrain.height_at(x, y), _ray_heights(model, x, y), atol=1e-5, rtol=0)
+
+
+def test_a_mask_is_covered_by_disjoint_rectangles_and_a_ring_by_four() -> None:
+    ring = np.ones((6, 7), dtype=bool)
+    ring[2:4, 2:5] = False
+    found = rectangles(ring)
+    assert len(found) == 4
+    covered = np.zeros_like(ring, dtype=int)
+    for (i0, i1), (j0, j1) in found:
+        covered[i0 : i1 + 1, j0 : j1 + 1] += 1
+    assert np.array_equal(covered, ring.astype(int))  # every true cell once, no false one
+
+
+def test_stairs_are_terraces_and_slopes_and_the_random_surface_are_not() -> None:
+    """A pyramid of five steps: the base and one box a step; a pit of five: the base and four boxes a step (each
+    level's samples a square ring); the others are not terraced."""
+    terrain = generate(SMALL)
+    pyramid = terraces(_tile(terrain, 2, "pyramid_stairs"))
+    assert [box.top for box in pyramid] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5], abs=1e-6)
+    assert len(terraces(_tile(terrain, 2, "pyramid_stairs_inv"))) == 1 + 5 * 4
+    for name in ("pyramid_slope", "pyramid_slope_inv", "random_rough"):
+        assert terraces(_tile(terrain, 2, name)) is None, name
+
+
+def test_the_terraced_scene_makes_the_stairs_of_boxes_and_is_the_map_away_from_their_risers() -> None:
+    """The stairs' pieces are boxes and the other pieces height fields; rays land on the map at every sample and
+    at random points of every level cell (its four samples equal), and a ray between two samples of a riser meets
+    the step's top on the upper half of the cell and its foot on the lower half: a vertical face at mid-cell."""
+    terrain = generate(dataclasses.replace(SMALL, layout="terraced", horizontal_scale=0.05))
+    model = terrain_model(g1.SCENE, terrain)
+    kinds = {
+        mujoco.mjtGeom(model.geom_type[g]).name for g in range(model.ngeom) if model.geom(g).name.startswith("terrain")
+    }
+    assert kinds == {"mjGEOM_BOX", "mjGEOM_HFIELD"}
+    hfield_pieces = {model.hfield(i).name for i in range(model.nhfield)}
+    stairs_cols = {SMALL.types.index("pyramid_stairs") + 1, SMALL.types.index("pyramid_stairs_inv") + 1}
+    assert not any(int(name.split("_")[2]) in stairs_cols for name in hfield_pieces)
+    heights, scale = terrain.heights, terrain.config.horizontal_scale
+    ny, nx = heights.shape
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, ny - 1, 600), rng.integers(0, nx - 1, 600)
+    at = lambda index, n: (index - (n - 1) / 2) * scale  # noqa: E731
+    x, y = at(j, nx), at(i, ny)
+    np.testing.assert_allclose(terrain.height_at(x, y), _ray_heights(model, x, y), atol=1e-5, rtol=0)
+    level = (
+        (heights[i, j] == heights[i + 1, j])
+        & (heights[i, j] == heights[i, j + 1])
+        & (heights[i, j] == heights[i + 1, j + 1])
+    )
+    fx, fy = at(j + rng.uniform(0, 1, 600), nx)[level], at(i + rng.uniform(0, 1, 600), ny)[level]
+    np.testing.assert_allclose(terrain.height_at(fx, fy), _ray_heights(model, fx, fy), atol=1e-5, rtol=0)
+    tile = _tile(terrain, 2, "pyramid_stairs")
+    row = tile.shape[0] // 2
+    riser = int(np.flatnonzero(np.diff(tile[row]))[0])  # between samples riser and riser + 1, rising inwards
+    b, n, col = SMALL.border_samples * 2, terrain.config.tile_samples, SMALL.types.index("pyramid_stairs")
+    gi, gj = b + 2 * n + row, b + col * n + riser
+    xs = np.array([at(gj + 0.4, nx), at(gj + 0.6, nx)])
+    hits = _ray_heights(model, xs, np.full(2, at(gi, ny)))
+    np.testing.assert_allclose(hits, [heights[gi, gj], heights[gi, gj + 1]], atol=1e-5, rtol=0)
 
 
 def test_the_height_scan_reads_what_rays_would() -> None:

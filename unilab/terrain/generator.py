@@ -31,7 +31,7 @@ import torch
 
 from unilab.terrain.heightmap import HeightMap, refine, surface_height
 
-LAYOUTS = ("tiled", "single")
+LAYOUTS = ("tiled", "single", "terraced")
 MAX_SAMPLES = 4096 * 4096
 """Height samples one map may hold: 64 MiB of float32 in the model, and a grid of about 400 m square at 0.1 m."""
 

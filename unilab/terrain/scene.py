@@ -1,4 +1,4 @@
-"""A terrain built into a scene: the scene's floor plane replaced by the terrain's map, in one of two layouts.
+"""A terrain built into a scene: the scene's floor plane replaced by the terrain's map, in one of three layouts.
 
 - ``single``: one MuJoCo height field of the whole map. One geom for the broad phase, but its elevation range is the
   map's, so on every tile a robot's knees and arms sit inside the field's bounding box and go to the narrow phase.
@@ -6,14 +6,17 @@
   other piece a height field of its own samples and range. A robot meets only the pieces under it, and those only
   with the geoms that reach down into their range; boxes take MuJoCo's box colliders instead of the height field's
   convex path.
+- ``terraced``: ``tiled``, with every piece that stands in a few flat levels (the stairs) made of stacked boxes
+  (``unilab.terrain.terraces``): vertical risers halfway between the samples either side, where the map ramps over
+  the cell between them. The scene is the map everywhere but within half a sample spacing of a riser.
 
-Both layouts are exactly the map: adjacent pieces share their edge samples, every cell of the map lies in one piece,
-and each piece's cells split along the same diagonal as the map's, so ``unilab.mdp.terrain.surface_height`` reads
-what a ray cast onto either scene hits. A tiled piece whose samples lie on the triangles of every ``surface_factor``-th
-of them (the slopes and the random surface, drawn at ``surface_scale``) is built from those: the same surface, with
-fewer cells for a contact to test (a height-field contact tests every cell under the geom, one by one). The model is
-built through ``MjSpec`` from the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the
-same compiled model.
+``single`` and ``tiled`` are exactly the map: adjacent pieces share their edge samples, every cell of the map lies in
+one piece, and each piece's cells split along the same diagonal as the map's, so
+``unilab.mdp.terrain.surface_height`` reads what a ray cast onto either scene hits. A tiled piece whose samples lie
+on the triangles of every ``surface_factor``-th of them (the slopes and the random surface, drawn at
+``surface_scale``) is built from those: the same surface, with fewer cells for a contact to test (a height-field
+contact tests every cell under the geom, one by one). The model is built through ``MjSpec`` from the terrain's
+data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the same compiled model.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from unilab.terrain.generator import Terrain
 from unilab.terrain.heightmap import refine
+from unilab.terrain.terraces import Terrace, terraces
 
 FLOOR = "floor"
 TERRAIN = "terrain"
@@ -82,6 +86,31 @@ def _add_height_field(
     _add_geom(spec, name, floor, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name, pos=[*centre, low])
 
 
+def _add_terraces(
+    spec: mujoco.MjSpec,
+    name: str,
+    boxes: list[Terrace],
+    shape: tuple[int, int],
+    centre: tuple[float, float],
+    scale: float,
+    floor,
+) -> None:
+    """A terraced piece's boxes, each from below the piece's lowest level to its top, its sides halfway between
+    samples (at the piece's edge, on its edge samples)."""
+    rows, cols = shape
+    bottom = boxes[0].top - BASE_DEPTH
+    for k, box in enumerate(boxes):
+        y0, y1 = max(box.rows[0] - 0.5, 0), min(box.rows[1] + 0.5, rows - 1)
+        x0, x1 = max(box.cols[0] - 0.5, 0), min(box.cols[1] + 0.5, cols - 1)
+        pos = [
+            centre[0] + ((x0 + x1) / 2 - (cols - 1) / 2) * scale,
+            centre[1] + ((y0 + y1) / 2 - (rows - 1) / 2) * scale,
+            (box.top + bottom) / 2,
+        ]
+        size = [(x1 - x0) * scale / 2, (y1 - y0) * scale / 2, (box.top - bottom) / 2]
+        _add_geom(spec, f"{name}_{k}", floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos)
+
+
 def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
     """A terrain geom with the floor's contact settings and material."""
     spec.worldbody.add_geom(
@@ -103,6 +132,10 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, floor)
         return spec
     for name, heights, x, y in _pieces(terrain):
+        boxes = terraces(heights) if terrain.config.layout == "terraced" and np.ptp(heights) > 0 else None
+        if boxes is not None:
+            _add_terraces(spec, name, boxes, heights.shape, (x, y), scale, floor)
+            continue
         if np.ptp(heights) > 0:
             samples, spacing = _coarsest(heights, scale, terrain.config.surface_factor)
             _add_height_field(spec, name, samples, (x, y), spacing, floor)

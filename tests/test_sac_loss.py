@@ -10,17 +10,8 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 
-from torchrl_ext import (
-    Actor,
-    EnsembleCritic,
-    RunningNorm,
-    SACLoss,
-    Symmetry,
-    make_optimizers,
-    project_distribution,
-    target_entropy_from_ratio,
-)
-from torchrl_ext.networks import EnsembleLinear
+from torchrl_ext.networks import Actor, EnsembleCritic, EnsembleLinear, RunningNorm
+from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, project_distribution, target_entropy_from_ratio
 from unilab.core.spec import Mirror
 
 OBS, CRITIC_OBS, ACT, BATCH = 10, 13, 4, 64

@@ -216,6 +216,39 @@ def test_the_train_command_checks_before_it_imports(monkeypatch: pytest.MonkeyPa
     assert proc.stdout.split()[-1] == "False" and "did you mean g1_walk_rough?" in proc.stderr
 
 
+# What building or stepping an env loads and printing a config does not: tensordict imports torch._dynamo (about a
+# second on a small CPU), torchrl its specs, envs and LLM data classes, and torchrl_ext's losses load both.
+LOADED_BY_AN_ENV = ("torch._dynamo", "tensordict", "torchrl", "torchrl_ext.sac", "unilab.envs.functional")
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["--help"], "main keys and their defaults for --algo sac --task g1_walk_flat"),
+        (["--task", "g1_motion_tracking", "--cfg"], "\n  motion_file: null\n"),  # a knob of the task's factory
+    ],
+)
+def test_train_help_and_cfg_load_the_tasks_but_no_env(argv: list[str], shown: str) -> None:
+    """``train --help`` and ``train --cfg`` compose the config and read the task's knobs from its factory's
+    signature, so they import torch and every task package; an env, and the stack under it, wait for a run."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from unilab.apps import cli\n"
+        f"sys.argv = ['train', *{argv!r}]\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        "        cli.train()\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, exit.code\n"
+        "print(json.dumps([out.getvalue(), sorted(sys.modules)]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    printed, modules = json.loads(proc.stdout.splitlines()[-1])
+    assert shown in printed and {"torch", "unilab.tasks.g1_motion_tracking"} <= set(modules)
+    assert not [name for name in LOADED_BY_AN_ENV if name in modules]
+
+
 @pytest.mark.parametrize("command", ["eval", "play", "view", "bench", "cache"])
 def test_help_shows_no_markup(command: str, capsys: pytest.CaptureFixture) -> None:
     """A command's description is its module docstring's first line, written for the docs; --help drops the markup."""

@@ -1,35 +1,8 @@
-"""TorchRL extensions for batched, graph-captured training: SAC-family losses, PPO on TorchRL's loss and GAE,
-networks, a device replay buffer, data-parallel collectives and ONNX export. Nothing here imports unilab, so any
-TorchRL user can take these pieces; the loops that drive them are ``unilab.train``'s."""
+"""TorchRL extensions for batched, graph-captured training: SAC-family losses (``sac``, ``flashsac``), PPO on
+TorchRL's loss and GAE (``ppo``), networks, a device replay buffer (``replay``), data-parallel collectives
+(``distributed``) and ONNX export (``export``). Nothing here imports unilab, so any TorchRL user can take these pieces;
+the loops that drive them are ``unilab.train``'s.
 
-from torchrl_ext.flashsac import FlashSACLoss
-from torchrl_ext.networks import Actor, EnsembleCritic, RunningNorm
-from torchrl_ext.ppo import CapturableClipPPOLoss, GaussianActor, ValueCritic
-from torchrl_ext.sac import (
-    Optimizers,
-    SACLoss,
-    SoftActorCriticLoss,
-    Symmetry,
-    Transition,
-    make_optimizers,
-    project_distribution,
-    target_entropy_from_ratio,
-)
-
-__all__ = [
-    "Actor",
-    "CapturableClipPPOLoss",
-    "EnsembleCritic",
-    "FlashSACLoss",
-    "GaussianActor",
-    "Optimizers",
-    "RunningNorm",
-    "SACLoss",
-    "SoftActorCriticLoss",
-    "Symmetry",
-    "Transition",
-    "ValueCritic",
-    "make_optimizers",
-    "project_distribution",
-    "target_entropy_from_ratio",
-]
+Import each piece from its module. The package imports none of them: ``distributed`` needs torch alone, and the
+commands that only print (``train --help``, ``train --cfg``) load it for their signal handling; a package that
+imported its losses would load torchrl, tensordict and ``torch._dynamo`` with it, seconds on a small CPU."""

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from tensordict import TensorDict
 
 if TYPE_CHECKING:
     import mujoco
+    from tensordict import TensorDict
 
 StateKey = tuple[str, ...]
 Updates = dict[StateKey, torch.Tensor]

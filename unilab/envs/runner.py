@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import torch
-from tensordict import TensorDict
 
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
 from unilab.core.rng import advance, make_rng
-from unilab.envs.functional import FunctionalEnv
 
-Policy = Callable[[TensorDict], torch.Tensor]
+if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
+    from tensordict import TensorDict
+
+    from unilab.envs.functional import FunctionalEnv
+
+Policy = Callable[["TensorDict"], torch.Tensor]
 
 # The counters ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which
 # the contacts or the constraint rows overflowed the physics buffers, a height field's collider dropped contacts, or

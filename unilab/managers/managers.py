@@ -11,9 +11,9 @@ that ``apply_updates`` merges into a shallow copy.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext, StateKey, apply_updates
 from unilab.core import rng as rnglib
@@ -26,6 +26,9 @@ from unilab.managers.terms import (
     RewardTerm,
     TerminationTerm,
 )
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def observation_term_dims(

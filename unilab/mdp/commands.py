@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.core.rng import uniform
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def uniform_velocity(

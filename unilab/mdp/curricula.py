@@ -3,11 +3,15 @@ finished envs reset: task-level scalars, or per-env entries the next reset reads
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.mdp.terrain import distance_from_tile
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def penalty_scale_by_episode_length(

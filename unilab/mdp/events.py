@@ -7,15 +7,18 @@ for every env (fixed shapes) and need not look at the mask themselves.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
 from unilab.mdp.terrain import tile_origins
 from unilab.terrain.heightmap import HeightMap
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def reset_to_default_pose(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.core.math import quat_rotate_inverse
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def sensor(state: TensorDict, ctx: EnvContext, name: str) -> torch.Tensor:

@@ -11,11 +11,15 @@ as interval events (``EventTerm(interval_s=...)``) they change during one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.context import ACTION_DELAY, EnvContext
 from unilab.core.rng import uniform
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def _one_hot(ctx: EnvContext, body: str) -> torch.Tensor:

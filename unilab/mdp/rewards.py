@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
 from unilab.mdp.terrain import height_above_ground
 from unilab.terrain.heightmap import HeightMap
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def alive(state: TensorDict, ctx: EnvContext) -> torch.Tensor:

@@ -3,13 +3,17 @@ the ground, and each env's tile."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 from torch import Tensor
 
 from unilab.context import EnvContext
 from unilab.core.math import quat_yaw
 from unilab.terrain.heightmap import HeightMap
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 
 def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:

@@ -18,15 +18,17 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from unilab.envs.config import TaskConfig, task_model
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.torchrl_env import UniLabEnv
 from unilab.sim import default_backend, make_backend
 from unilab.tasks.task import EvalMetrics, Task
+
+if TYPE_CHECKING:  # the envs load where one is built: finding a task and its knobs (``train --help``) needs neither
+    from unilab.envs.functional import FunctionalEnv
+    from unilab.envs.torchrl_env import UniLabEnv
 
 ENTRY_POINT_GROUP = "unilab.tasks"
 _registered: dict[str, Task] = {}
@@ -139,6 +141,8 @@ def build_env(
 ) -> FunctionalEnv:
     """``num_envs`` envs of a task already made, e.g. one whose layout (``unilab.envs.layout``) was read first: its
     compiled model is reused."""
+    from unilab.envs.functional import FunctionalEnv  # tensordict and torchrl: seconds on a small CPU
+
     backend = make_backend(sim or default_backend(), task_model(config), num_envs, device=device, config=config.physics)
     return FunctionalEnv(config, backend)
 
@@ -156,4 +160,6 @@ def make_env(
     ``sim`` defaults to mjwarp with CUDA, else the C MuJoCo backend; ``overrides`` replace
     ``TaskConfig`` fields (e.g. ``obs_noise=False``, ``episode_length_s=5.0``).
     """
+    from unilab.envs.torchrl_env import UniLabEnv  # torchrl.envs: loaded where an env is built, as in build_env
+
     return UniLabEnv(make_functional_env(task, sim, num_envs, device, **overrides), seed=seed)

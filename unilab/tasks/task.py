@@ -5,19 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from tensordict import TensorDict
 
 from unilab.envs.config import TaskConfig
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.layout import EnvView
 
-Readings = Callable[[EnvView, TensorDict], dict[str, torch.Tensor]]
+if TYPE_CHECKING:  # a task is declared, and its knobs read (``train --help``), without the env or tensordict loaded
+    from tensordict import TensorDict
+
+    from unilab.envs.functional import FunctionalEnv
+    from unilab.envs.layout import EnvView
+
+Readings = Callable[["EnvView", "TensorDict"], dict[str, torch.Tensor]]
 Score = Callable[..., dict[str, float]]
 Threshold = tuple[str, float]  # (">=" or "<=", bound)
-Groups = Callable[[FunctionalEnv, TensorDict], Mapping[str, torch.Tensor]]
+Groups = Callable[["FunctionalEnv", "TensorDict"], Mapping[str, torch.Tensor]]
 
 
 @dataclass(frozen=True)

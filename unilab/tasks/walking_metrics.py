@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from tensordict import TensorDict
 
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.layout import EnvView
 from unilab.tasks.metrics import active_mean, episode_lengths
 from unilab.tasks.task import EvalMetrics
+
+if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
+    from tensordict import TensorDict
+
+    from unilab.envs.functional import FunctionalEnv
+    from unilab.envs.layout import EnvView
 
 
 def readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:

@@ -8,15 +8,20 @@ broken down per clip.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.core.math import quat_angle
-from unilab.envs.functional import FunctionalEnv
-from unilab.envs.layout import EnvView
 from unilab.tasks.g1_motion_tracking import terms as tracking
 from unilab.tasks.metrics import active_mean, episode_lengths
 from unilab.tasks.task import EvalMetrics
+
+if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
+    from tensordict import TensorDict
+
+    from unilab.envs.functional import FunctionalEnv
+    from unilab.envs.layout import EnvView
 
 TRACKING_REWARD = "motion_body_pos"  # its params carry the device-placed motion, anchor and tracked bodies
 

@@ -12,8 +12,9 @@ frame. Everything is fixed-shape tensor arithmetic: no host syncs, no data-depen
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from tensordict import TensorDict
 
 from unilab.context import EnvContext
 from unilab.core.math import (
@@ -30,6 +31,9 @@ from unilab.core.math import (
 )
 from unilab.core.rng import uniform
 from unilab.motion import MotionClips
+
+if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
+    from tensordict import TensorDict
 
 ROOT_BODY = 1  # pelvis: the free-joint body, whose pose and velocity are the reference's root
 COMMAND = "motion"

@@ -86,7 +86,7 @@ def _add_height_field(
     _add_geom(spec, name, floor, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name, pos=[*centre, low])
 
 
-def _add_terraces(
+def _add_boxes(
     spec: mujoco.MjSpec,
     name: str,
     boxes: list[Terrace],
@@ -95,20 +95,22 @@ def _add_terraces(
     scale: float,
     floor,
 ) -> None:
-    """A terraced piece's boxes, each from below the piece's lowest level to its top, its sides halfway between
-    samples (at the piece's edge, on its edge samples)."""
+    """A piece's boxes (a level piece's one, or a terraced piece's stack), each from ``BASE_DEPTH`` below the piece's
+    lowest level to its top, its sides halfway between samples (at the piece's edge, on its edge samples). A piece of
+    one box keeps the piece's name."""
     rows, cols = shape
-    bottom = boxes[0].top - BASE_DEPTH
     for k, box in enumerate(boxes):
         y0, y1 = max(box.rows[0] - 0.5, 0), min(box.rows[1] + 0.5, rows - 1)
         x0, x1 = max(box.cols[0] - 0.5, 0), min(box.cols[1] + 0.5, cols - 1)
+        depth = box.top - boxes[0].top + BASE_DEPTH
         pos = [
             centre[0] + ((x0 + x1) / 2 - (cols - 1) / 2) * scale,
             centre[1] + ((y0 + y1) / 2 - (rows - 1) / 2) * scale,
-            (box.top + bottom) / 2,
+            box.top - depth / 2,
         ]
-        size = [(x1 - x0) * scale / 2, (y1 - y0) * scale / 2, (box.top - bottom) / 2]
-        _add_geom(spec, f"{name}_{k}", floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos)
+        size = [(x1 - x0) * scale / 2, (y1 - y0) * scale / 2, depth / 2]
+        label = name if len(boxes) == 1 else f"{name}_{k}"
+        _add_geom(spec, label, floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos)
 
 
 def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
@@ -132,18 +134,14 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, floor)
         return spec
     for name, heights, x, y in _pieces(terrain):
-        boxes = terraces(heights) if terrain.config.layout == "terraced" and np.ptp(heights) > 0 else None
-        if boxes is not None:
-            _add_terraces(spec, name, boxes, heights.shape, (x, y), scale, floor)
-            continue
-        if np.ptp(heights) > 0:
+        # A level piece is one terrace: a box in every layout but ``single``.
+        level = np.ptp(heights) == 0
+        boxes = terraces(heights) if level or terrain.config.layout == "terraced" else None
+        if boxes is None:
             samples, spacing = _coarsest(heights, scale, terrain.config.surface_factor)
             _add_height_field(spec, name, samples, (x, y), spacing, floor)
-            continue
-        ny, nx = heights.shape
-        top = float(heights[0, 0])
-        size = [(nx - 1) * scale / 2, (ny - 1) * scale / 2, BASE_DEPTH / 2]
-        _add_geom(spec, name, floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=[x, y, top - BASE_DEPTH / 2])
+        else:
+            _add_boxes(spec, name, boxes, heights.shape, (x, y), scale, floor)
     return spec
 
 

@@ -36,7 +36,7 @@ STEPS, NUM_ENVS = 8, 3
 EXPECTED = {
     "g1_walk_flat": "3fb9e92c36502560559a587643d511941b45ff67350d524b0d93debebe103231",
     "g1_walk_flat_rand": "4db282cce4b08fa664a0a52044cc7a3b870b29f34fd45df7d5122d9ba995b5b7",
-    "g1_walk_rough": "d0b3ea095054d60936957b39883ed49b213a72747bbbef57101d06a6edad2f66",
+    "g1_walk_rough": "a366dcf7c37ffa2d76b54c71e436e0d33afe66dc17a5c13b3fa0bf817492d713",
     "g1_motion_tracking": "b8fe3230fec18d869afc3afb7f48ecd779370459234fdcdb8be0a1ada351e44a",
     "go1_walk_flat": "c4439122f51c394ec2ee3961dd15ecac4164c72f0e58187280443862d39a2eed",
     "go1_walk_rough": "49f4a8290c9b4ec209ce884964326d53705c9119e83997f5702db28eb212a97c",

@@ -224,8 +224,11 @@ def test_the_crossing_ends_episodes_only_while_the_curriculum_moves_the_rows() -
 def test_the_rough_walk_builds_its_terrain_into_the_scene_with_the_scan_in_both_groups() -> None:
     env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=4)
     model = env.sim.model
-    pieces = [model.geom(i).name for i in range(model.ngeom) if model.geom(i).name.startswith("terrain_")]
-    assert len(pieces) == (TERRAIN.rows + 2) * (TERRAIN.cols + 2) and model.nhfield > 0  # tiles and border pieces
+    names = [model.geom(i).name for i in range(model.ngeom) if model.geom(i).name.startswith("terrain_")]
+    pieces = {"_".join(name.split("_")[:3]) for name in names}  # a stair piece is boxes named terrain_<r>_<c>_<k>
+    assert len(pieces) == (TERRAIN.rows + 2) * (TERRAIN.cols + 2)  # tiles and border pieces
+    stairs = [name for name in names if name.count("_") == 3]
+    assert stairs and model.nhfield > 0  # the stairs of boxes, the slopes and the random surface height fields
     assert env.obs_dims == {"policy": 100 + 187, "critic": 103 + 187}
     mirrors = env.mirrors()
     assert len(mirrors["policy"].index) == 287 and len(mirrors["critic"].index) == 290

@@ -304,7 +304,7 @@ def test_training_streams_at_log_points_only(tmp_path: Path, monkeypatch: pytest
 @pytest.mark.gpu
 def test_the_log_point_copy_never_syncs_the_host() -> None:
     """On CUDA the copy is queued on a stream and an event recorded: no host sync, which torch would report."""
-    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cuda")
+    env = make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=4, device="cuda")
     viewer = stream.TrainingStream(env, LOOPBACK, 0)
     qpos = torch.zeros(4, env.sim.model.nq, device="cuda")
     side = torch.cuda.Stream()

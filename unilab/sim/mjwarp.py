@@ -31,6 +31,7 @@ import torch
 import warp as wp
 
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
+from unilab.sim import hfield_fix
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
@@ -154,6 +155,7 @@ class MjWarpBackend(SimBackend):
         super().__init__(model, num_worlds, device, config)
         _wait_for_builds()
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
+        hfield_fix.install()  # before the first kernel is built
         _init_warp()
         self._wp_device = str(device)  # cpu, or cuda:N: make_backend resolves the index
         if device.type == "cpu":

@@ -162,6 +162,35 @@ def test_signals_during_the_stop_do_not_cut_it_short(tmp_path: Path, monkeypatch
     assert torch.load(tmp_path / "run" / "model_7.pt", weights_only=True)["iteration"] == 7
 
 
+def test_a_handler_a_library_installs_mid_run_does_not_take_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Something the run loads late (a compiler, a storage) sets its own SIGTERM handler in the second update; the
+    SIGTERM of the seventh still stops the run with its work saved, and the replacement is named."""
+    swallowed: list[int] = []
+
+    def foreign(signum: int, frame: object) -> None:
+        swallowed.append(signum)
+
+    update, calls = OffPolicyTrainer.update, []
+
+    def replacing(self):
+        calls.append(None)
+        if len(calls) == 2:
+            signal.signal(signal.SIGTERM, foreign)
+        if len(calls) == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return update(self)
+
+    monkeypatch.setattr(OffPolicyTrainer, "update", replacing)
+    summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=20", *QUIET)))
+    assert not swallowed
+    assert summary.status == "interrupted" and summary.stopped_by == "SIGTERM"
+    assert torch.load(tmp_path / "run" / "model_7.pt", weights_only=True)["iteration"] == 7
+    err = capsys.readouterr().err
+    assert "SIGTERM's handler had been replaced by " in err and "foreign" in err
+
+
 def _wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

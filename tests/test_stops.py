@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import signal
 import threading
 import time
@@ -16,6 +18,8 @@ from test_train import tiny
 
 from unilab.apps.compose import compose_config
 from unilab.apps.train import main, run
+from unilab.run import native_handlers
+from unilab.run.signals import StopSignals
 from unilab.run.watchdog import STALL_EXIT_CODE, StallWatchdog
 
 QUIET = ["training.export_onnx=false"]
@@ -86,3 +90,15 @@ def test_a_stall_timeout_shorter_than_a_checkpoint_write_is_refused(tmp_path: Pa
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1
     assert "training.stall_timeout_s must be in [5, 86400] (a checkpoint write on a slow disk" in err
+
+
+def test_a_handler_installed_natively_behind_pythons_back_is_found_and_put_back() -> None:
+    """A native library's ``signal()`` leaves Python's table as it was; reading the kernel's entry finds it."""
+    libc = ctypes.CDLL(None)
+    with StopSignals() as signals:
+        libc.signal(signal.SIGUSR2, ctypes.c_void_p(native_handlers.IGNORE))
+        assert signals.reclaim() == []  # Python's table still names the stop handler
+        assert signals.reclaim(native=True) == ["SIGUSR2's handler had been replaced by ignoring the signal; put back"]
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert signals.received == "SIGUSR2"
+        assert signals.reclaim(native=True) == []

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from torchrl_ext.distributed import Vote
+from unilab.run.native_handlers import describe, native_handler
 
 
 class Interrupted(KeyboardInterrupt):
@@ -47,6 +48,7 @@ class StopSignals:
         self.raising = raising
         self._ignore_after = ignore_after
         self._previous: dict[int, Any] = {}
+        self._native: dict[int, int | None] = {}  # the kernel's entry for each, as installed
 
     @property
     def installed(self) -> bool:
@@ -81,12 +83,36 @@ class StopSignals:
             for signum in self.SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._handle)
+                    self._native[signum] = native_handler(signum)
         return self
+
+    def reclaim(self, native: bool = False) -> list[str]:
+        """Put this block's handlers back where something replaced them since it opened, and say what had: a library
+        may install its own on first use (torchrl's memory-mapped storage does, for SIGTERM), and one that ends the
+        process would leave a stopped run with nothing saved. ``native`` also reads the kernel's entries, which a
+        native library can change without Python's table knowing (a few microseconds a signal). Main thread only,
+        like the handlers themselves."""
+        if not self._previous or threading.current_thread() is not threading.main_thread():
+            return []
+        notes = []
+        for signum in self._previous:
+            current, installed = signal.getsignal(signum), self._native.get(signum)
+            if current != self._handle:
+                replaced = _named(current)
+            elif native and installed is not None and (address := native_handler(signum)) not in (None, installed):
+                replaced = describe(address)
+            else:
+                continue
+            signal.signal(signum, self._handle)
+            self._native[signum] = native_handler(signum)
+            notes.append(f"{signal.Signals(signum).name}'s handler had been replaced by {replaced}; put back")
+        return notes
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, signal.SIG_IGN if self._ignore_after else handler)
         self._previous.clear()
+        self._native.clear()
 
     def agreed(self, vote: Vote, check_point: bool) -> bool:
         """Whether to stop now. Alone, as soon as a signal arrived. With several ranks, only at check points, once
@@ -98,3 +124,14 @@ class StopSignals:
         if signum and self.received is None:
             self.received = signal.Signals(signum).name
         return signum > 0
+
+
+def _named(handler: object) -> str:
+    """A signal handler as a person would look it up: its module and name, or what the constant means."""
+    if handler == signal.SIG_DFL:
+        return "the default action (ending the process)"
+    if handler == signal.SIG_IGN:
+        return "ignoring the signal"
+    if handler is None:
+        return "a handler installed outside Python"
+    return f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', repr(handler))}"

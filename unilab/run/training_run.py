@@ -255,7 +255,7 @@ class TrainingRun:
             trainer.collect()
             loop.stopping = self.signals.agreed(loop.vote, check_point=False)
         self.startup.mark("prefill")
-        first = True
+        first, native_checked = True, False
         while trainer.iteration < cfg.algo.max_iterations and not loop.stopping:
             trainer.collect()
             loop.timer.split()
@@ -282,6 +282,11 @@ class TrainingRun:
                     outputs.viewer.capture(trainer.runner.state["sim", "qpos"], trainer.iteration, trainer.env_stream)
             if self.world.leader and (trainer.iteration % cfg.algo.save_interval == 0 or last):
                 self.progress.last_checkpoint = self._save()
+            # What compiling, capturing or logging installed: the kernel's entries after the first iteration and at
+            # log points, Python's table every iteration.
+            for note in self.signals.reclaim(native=at_log or not native_checked):
+                outputs.bar.write(f"train: {note}", file=sys.stderr)
+            native_checked = True
             loop.stopping = self.signals.agreed(loop.vote, check_point=at_log)
         self._log_ready(outputs, wait=True)
 

@@ -2,9 +2,10 @@
 
 A capsule and a sphere (the G1 foot's two kinds of collision geom) are put at random places and headings just into
 a random 10 cm height field, and both engines find their contacts on the same poses (MuJoCo Warp on Warp's CPU
-device, float32; C MuJoCo in float64). Printed per geom: contacts per pose, and where both find one, how the deepest
-contacts differ in depth and normal. ``--fixed`` runs MuJoCo Warp with the mjwarp backend's height-field fix
-(``unilab.sim.hfield_fix``), without which its deepest contacts are off by up to tens of millimetres.
+device, float32; C MuJoCo in float64). Printed per geom: contacts per pose, where both find one, how the deepest
+contacts differ in depth and normal, and how many poses get a contact whose normal points down. ``--fixed`` runs
+MuJoCo Warp with the mjwarp backend's height-field fix (``unilab.sim.hfield_fix``), without which its deepest
+contacts are off by up to tens of millimetres.
 
     python scripts/hfield_contacts.py [--fixed] [--base 1.0] [--ccd-iterations 35] [--poses 64]
 """
@@ -92,10 +93,11 @@ def main() -> None:
     qpos = poses(heights, args.poses, rng)
     reference, warp = c_contacts(m, qpos), warp_contacts(m, qpos)
     for geom, name in GEOMS.items():
-        counts, depth, angle = [], [], []
+        counts, depth, angle, down = [], [], [], 0
         for ref, got in zip(reference, warp, strict=True):
             ref, got = [c for c in ref if c[0] == geom], [c for c in got if c[0] == geom]
             counts.append((len(ref), len(got)))
+            down += any(c[2][2] < -0.1 for c in got)  # a normal pointing down pulls the geom into the field
             if ref and got:
                 a, b = min(ref, key=lambda c: c[1]), min(got, key=lambda c: c[1])
                 depth.append(abs(a[1] - b[1]))
@@ -105,7 +107,7 @@ def main() -> None:
             f"{name}: contacts per pose C {counts_array[:, 0].mean():.2f}, Warp {counts_array[:, 1].mean():.2f}; "
             f"poses both touch {len(depth_array)}: deepest contacts' depths differ > 5 mm in "
             f"{(depth_array > 0.005).sum()} (largest {depth_array.max() * 1000:.1f} mm), normals > 10 degrees "
-            f"apart in {(angle_array > 10).sum()}"
+            f"apart in {(angle_array > 10).sum()}; poses with a MuJoCo Warp normal pointing down {down}"
         )
 
 

@@ -339,11 +339,14 @@ def edge_density(tile: np.ndarray) -> float:
     return float((np.abs(np.diff(grey, axis=0)) > 25).mean())
 
 
-@pytest.mark.parametrize("scale", [0.1, 0.05])
-def test_every_riser_and_nothing_else_is_outlined(scale: float) -> None:
-    """A pyramid of five 12 cm steps and a pit of five: four edges a step, each at its step's top; slopes of 45
-    degrees (a 10 cm rise from each sample to the next, the same side by side) and the random surface: none."""
-    base = TerrainConfig(rows=2, border=2.0, horizontal_scale=scale, step_height=(0.0, 0.12), slope=(0.0, 1.0))
+@pytest.mark.parametrize(("scale", "layout"), [(0.1, "tiled"), (0.05, "tiled"), (0.05, "terraced")])
+def test_every_riser_and_nothing_else_is_outlined(scale: float, layout: str) -> None:
+    """A pyramid of five 12 cm steps and a pit of five, as height fields or as boxes: four edges a step, each at its
+    step's top; slopes of 45 degrees (a 10 cm rise from each sample to the next, the same side by side), the random
+    surface and the terrain's outer edge: none."""
+    base = TerrainConfig(
+        rows=2, border=2.0, horizontal_scale=scale, step_height=(0.0, 0.12), slope=(0.0, 1.0), layout=layout
+    )
     for types, tops in (
         (("flat", "pyramid_stairs"), [0.12, 0.24, 0.36, 0.48, 0.6]),
         (("pyramid_stairs_inv",), [-0.48, -0.36, -0.24, -0.12, 0.0]),

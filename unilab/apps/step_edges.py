@@ -82,20 +82,22 @@ def _field_edges(model: mujoco.MjModel) -> np.ndarray:
 # A box's faces are shaded flat, but a riser that faces away from the camera leaves two treads of one grey: a box's
 # top edge is outlined where the ground just beyond it lies ``EDGE_RISE`` or more lower, sampled every
 # ``EDGE_SAMPLE`` along the edge (half the finest map spacing in use), and the pieces of one line are joined.
-EDGE_SAMPLE, EDGE_OUTSIDE = 0.025, 1e-3
+EDGE_SAMPLE, EDGE_OUTSIDE, SURFACE_CHUNK = 0.025, 1e-3, 2048
 
 
-def _surface(model: mujoco.MjModel, points: np.ndarray) -> np.ndarray:
-    """The terrain's height at ``points`` (n, 2): the highest box top or height-field surface over each (MuJoCo's
-    triangles read bilinearly, which is near enough to tell a step); -inf off the terrain."""
+def _surface(model: mujoco.MjModel, geoms: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The height of the terrain ``geoms`` at ``points`` (n, 2): the highest box top or height-field surface over each
+    (MuJoCo's triangles read bilinearly, which is near enough to tell a step); -inf off the terrain."""
     top = np.full(len(points), -np.inf)
-    for geom in terrain_geoms(model):
-        pos, size = model.geom_pos[geom], model.geom_size[geom]
-        if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_BOX:
-            inside = np.all(np.abs(points - pos[:2]) <= size[:2] + 1e-9, axis=1)
-            top[inside] = np.maximum(top[inside], pos[2] + size[2])
-            continue
-        field = model.geom_dataid[geom]
+    boxes = geoms[model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_BOX]
+    centres, halves = model.geom_pos[boxes], model.geom_size[boxes]
+    tops = centres[:, 2] + halves[:, 2]
+    for first in range(0, len(points), SURFACE_CHUNK):  # (points, boxes) at a time, a few MB
+        block = points[first : first + SURFACE_CHUNK, None]
+        inside = np.all(np.abs(block - centres[None, :, :2]) <= halves[None, :, :2] + 1e-9, axis=2)
+        top[first : first + len(block)] = np.where(inside, tops, -np.inf).max(axis=1, initial=-np.inf)
+    for geom in geoms[model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_HFIELD]:
+        pos, field = model.geom_pos[geom], model.geom_dataid[geom]
         rows, cols, (sx, sy, sz, _) = model.hfield_nrow[field], model.hfield_ncol[field], model.hfield_size[field]
         start = model.hfield_adr[field]
         heights = model.hfield_data[start : start + rows * cols].reshape(rows, cols) * sz + pos[2]
@@ -113,24 +115,29 @@ def _surface(model: mujoco.MjModel, points: np.ndarray) -> np.ndarray:
 
 
 def _box_edges(model: mujoco.MjModel) -> np.ndarray:
-    lines: dict[tuple[int, float, float], list[tuple[float, float]]] = {}
-    for geom in terrain_geoms(model):
-        if model.geom_type[geom] != mujoco.mjtGeom.mjGEOM_BOX:
-            continue
+    geoms = terrain_geoms(model)
+    sides, points = [], []  # each box side's line and samples, then the ground beyond every sample at once
+    for geom in geoms[model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_BOX]:
         pos, size = model.geom_pos[geom], model.geom_size[geom]
-        z = pos[2] + size[2]
-        for axis in (0, 1):  # the edges that run along x (axis 0), then along y
+        for axis in (0, 1):  # the sides that run along x (axis 0), then along y
             across = 1 - axis
             count = max(int(np.ceil(2 * size[axis] / EDGE_SAMPLE)), 1)
             along = pos[axis] - size[axis] + (np.arange(count) + 0.5) * (2 * size[axis] / count)
             for side in (-1.0, 1.0):
                 at = pos[across] + side * size[across]
-                points = np.empty((count, 2))
-                points[:, axis], points[:, across] = along, at + side * EDGE_OUTSIDE
-                lower = np.isfinite(beyond := _surface(model, points)) & (beyond <= z - EDGE_RISE)  # not off the edge
-                for first, stop in _runs(lower):
-                    span = (along[first] - size[axis] / count, along[stop - 1] + size[axis] / count)
-                    lines.setdefault((axis, round(at, 6), round(z, 6)), []).append(span)
+                beyond = np.empty((count, 2))
+                beyond[:, axis], beyond[:, across] = along, at + side * EDGE_OUTSIDE
+                sides.append((axis, at, pos[2] + size[2], along, size[axis] / count))
+                points.append(beyond)
+    if not sides:
+        return np.zeros((0, 2, 3))
+    ground = np.split(_surface(model, geoms, np.concatenate(points)), np.cumsum([len(p) for p in points])[:-1])
+    lines: dict[tuple[int, float, float], list[tuple[float, float]]] = {}
+    for (axis, at, z, along, half), beyond in zip(sides, ground, strict=True):
+        lower = np.isfinite(beyond) & (beyond <= z - EDGE_RISE)  # a step down, not the terrain's outer edge
+        for first, stop in _runs(lower):
+            span = (along[first] - half, along[stop - 1] + half)
+            lines.setdefault((axis, round(at, 6), round(z, 6)), []).append(span)
     segments = []
     for (axis, at, z), spans in lines.items():
         for start, end in _joined(sorted(spans)):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import torch
 
+from unilab.terrain.heightmap import surface_height
 from unilab.terrain.scene import TERRAIN
 
 
@@ -60,18 +62,24 @@ def step_edges(model: mujoco.MjModel) -> np.ndarray:
     return np.concatenate([_field_edges(model), _box_edges(model)]).reshape(-1, 2, 3)
 
 
+def _field(model: mujoco.MjModel, geom: int) -> tuple[np.ndarray, float, float]:
+    """A height-field geom's samples as heights above its base (``[y, x]``), and its sample spacings in x and y."""
+    field = model.geom_dataid[geom]
+    rows, cols = model.hfield_nrow[field], model.hfield_ncol[field]
+    size = model.hfield_size[field]
+    start = model.hfield_adr[field]
+    heights = model.hfield_data[start : start + rows * cols].reshape(rows, cols).astype(np.float64) * size[2]
+    return heights, 2 * size[0] / (cols - 1), 2 * size[1] / (rows - 1)
+
+
 def _field_edges(model: mujoco.MjModel) -> np.ndarray:
     segments = []
     for geom in terrain_geoms(model):
         if model.geom_type[geom] != mujoco.mjtGeom.mjGEOM_HFIELD:
             continue
-        field = model.geom_dataid[geom]
-        rows, cols = model.hfield_nrow[field], model.hfield_ncol[field]
-        size = model.hfield_size[field]
-        start = model.hfield_adr[field]
-        heights = model.hfield_data[start : start + rows * cols].reshape(rows, cols).astype(np.float64) * size[2]
-        dx, dy = 2 * size[0] / (cols - 1), 2 * size[1] / (rows - 1)
-        origin = model.geom_pos[geom] - np.array([size[0], size[1], 0.0])
+        heights, dx, dy = _field(model, geom)
+        (rows, cols), pos = heights.shape, model.geom_pos[geom]
+        origin = pos - np.array([dx * (cols - 1) / 2, dy * (rows - 1) / 2, 0.0])
         for x, y0, y1, z in _edges_along_x(heights, dy):
             segments.append(origin + np.array([[x * dx, y0 * dy, z], [x * dx, y1 * dy, z]]))
         for y, x0, x1, z in _edges_along_x(heights.T, dx):
@@ -86,8 +94,8 @@ EDGE_SAMPLE, EDGE_OUTSIDE, SURFACE_CHUNK = 0.025, 1e-3, 2048
 
 
 def _surface(model: mujoco.MjModel, geoms: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """The height of the terrain ``geoms`` at ``points`` (n, 2): the highest box top or height-field surface over each
-    (MuJoCo's triangles read bilinearly, which is near enough to tell a step); -inf off the terrain."""
+    """The height of the terrain ``geoms`` at ``points`` (n, 2): the highest box top or height-field surface over each;
+    -inf off the terrain."""
     top = np.full(len(points), -np.inf)
     boxes = geoms[model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_BOX]
     centres, halves = model.geom_pos[boxes], model.geom_size[boxes]
@@ -97,20 +105,15 @@ def _surface(model: mujoco.MjModel, geoms: np.ndarray, points: np.ndarray) -> np
         inside = np.all(np.abs(block - centres[None, :, :2]) <= halves[None, :, :2] + 1e-9, axis=2)
         top[first : first + len(block)] = np.where(inside, tops, -np.inf).max(axis=1, initial=-np.inf)
     for geom in geoms[model.geom_type[geoms] == mujoco.mjtGeom.mjGEOM_HFIELD]:
-        pos, field = model.geom_pos[geom], model.geom_dataid[geom]
-        rows, cols, (sx, sy, sz, _) = model.hfield_nrow[field], model.hfield_ncol[field], model.hfield_size[field]
-        start = model.hfield_adr[field]
-        heights = model.hfield_data[start : start + rows * cols].reshape(rows, cols) * sz + pos[2]
-        u = (points[:, 0] - pos[0] + sx) / (2 * sx) * (cols - 1)
-        v = (points[:, 1] - pos[1] + sy) / (2 * sy) * (rows - 1)
-        inside = (u >= 0) & (u <= cols - 1) & (v >= 0) & (v <= rows - 1)
-        u, v = u[inside], v[inside]
-        c, r = np.minimum(u.astype(int), cols - 2), np.minimum(v.astype(int), rows - 2)
-        fu, fv = u - c, v - r
-        level = (heights[r, c] * (1 - fu) + heights[r, c + 1] * fu) * (1 - fv) + (
-            heights[r + 1, c] * (1 - fu) + heights[r + 1, c + 1] * fu
-        ) * fv
-        top[inside] = np.maximum(top[inside], level)
+        heights, dx, dy = _field(model, geom)
+        (rows, cols), pos = heights.shape, model.geom_pos[geom]
+        x, y = points[:, 0] - pos[0], points[:, 1] - pos[1]
+        inside = (np.abs(x) <= dx * (cols - 1) / 2) & (np.abs(y) <= dy * (rows - 1) / 2)
+        # MuJoCo's triangles, as the terms read them; y scaled onto x's spacing (a cell's triangles are affine in it).
+        level = surface_height(
+            torch.from_numpy(heights), dx, torch.from_numpy(x[inside]), torch.from_numpy(y[inside] * dx / dy)
+        )
+        top[inside] = np.maximum(top[inside], level.numpy() + pos[2])
     return top
 
 

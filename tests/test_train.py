@@ -94,6 +94,7 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     phases = ["imports", "config", "checks", "env_build", *warp, "trainer_build", "env_reset", "prefill"]
     assert list(startup) == [*phases, "first_iteration"] and all(v >= 0 for v in startup.values())
     assert data["startup_total_sec"] == pytest.approx(sum(startup.values()), abs=0.01)
+    assert data["startup_compile"] == {}  # torch.compile runs on CUDA only
     assert data["environment"]["versions"]["torch"] == torch.__version__
     config = json.loads((run_dir / "run_config.json").read_text())
     assert config["config"]["task"]["name"] == "g1_walk_flat"
@@ -781,3 +782,27 @@ def test_a_long_run_holds_its_open_files_and_memory_flat(tmp_path: Path, monkeyp
     assert fds_late <= fds_early
     assert rss_late - rss_early < 64 * 1024  # KiB; a leak per iteration would show over 300 of them
     assert len(list((tmp_path / "run").glob("model_*.pt"))) == 2
+
+
+def test_start_up_counts_the_graphs_torch_compile_built_since_it_began() -> None:
+    """The split covers the clock's own span: graphs compiled before it (another run in this process) stay out, and
+    a start-up that compiled nothing has no split."""
+    from unilab.run.startup import StartupClock
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * 2 + 1
+
+    torch.compile(f, backend="eager")(torch.ones(3))  # before the clock: not its start-up's
+    clock = StartupClock(imported_after_s=None)
+    torch.compile(lambda x: f(x).cumsum(0), backend="eager")(torch.ones(4))
+    clock.mark("env_warmup")
+    clock.take_compile_split()
+    split = clock.compile
+    assert split["graphs"] == 1 and split["cache_hits"] == 0 == split["cache_misses"]  # the eager backend: no Inductor
+    assert 0 < split["tracing"] <= split["total"] and 0 <= split["backend"] <= split["total"]
+    assert "; torch.compile: 1 graph, 0 from Inductor's cache; seconds total " in clock.line()
+
+    idle = StartupClock(imported_after_s=None)
+    idle.mark("env_warmup")
+    idle.take_compile_split()
+    assert idle.compile == {} and "torch.compile" not in idle.line()

@@ -303,6 +303,7 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 "training_wall_time_sec": summary.get("training_wall_time_sec"),
                 "startup_sec": summary.get("startup_sec"),
                 "startup_total_sec": summary.get("startup_total_sec"),
+                "startup_compile": summary.get("startup_compile"),
                 "run_dir": str(run_dir),
             }
             if proc.returncode != 0:

@@ -288,6 +288,9 @@ class RunSummary:
     # which compiles and captures the updates), and their sum.
     startup_sec: dict[str, float] = field(default_factory=dict)
     startup_total_sec: float | None = None
+    # torch.compile's part of start-up (``unilab.run.startup.compile_split``): graphs compiled, Inductor cache hits
+    # and misses, seconds in all, tracing, backend and kernel builds; empty when nothing was compiled.
+    startup_compile: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_status(self.status)
@@ -337,6 +340,7 @@ class RunSummary:
             ranks_in_sync=progress.in_sync,
             startup_sec=dict(startup.phases),
             startup_total_sec=startup.total(),
+            startup_compile=dict(startup.compile),
         )
 
     def to_dict(self) -> dict[str, Any]:

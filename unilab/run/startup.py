@@ -30,6 +30,32 @@ def process_age_s() -> float | None:
     return max(0.0, up_s - started_ticks / os.sysconf("SC_CLK_TCK"))
 
 
+# torch.compile's own timers (``torch._dynamo.utils.compilation_time_metrics``, seconds per call), by the name each
+# figure takes here: the whole compile of each graph, Dynamo's bytecode tracing, the backend (AOTAutograd and
+# Inductor), and within that the wait for the kernels Inductor builds in its worker processes.
+_COMPILE_TIMERS = {
+    "total": "_compile.compile_inner",
+    "tracing": "bytecode_tracing",
+    "backend": "OutputGraph.call_user_compiler",
+    "kernel_builds": "async_compile.wait",
+}
+
+
+def compile_totals() -> dict[str, float]:
+    """torch.compile's totals in this process so far: graphs compiled (``graphs``), the seconds of each timer of
+    ``_COMPILE_TIMERS`` that this torch keeps, and the graphs Inductor found in its cache (``cache_hits``) or compiled (``cache_misses``);
+    empty before torch.compile was first imported."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return {}
+    metrics = utils.compilation_time_metrics
+    totals: dict[str, float] = {"graphs": len(metrics.get(_COMPILE_TIMERS["total"], ()))}
+    totals.update({name: sum(metrics[timer]) for name, timer in _COMPILE_TIMERS.items() if timer in metrics})
+    totals["cache_hits"] = utils.counters["inductor"]["fxgraph_cache_hit"]
+    totals["cache_misses"] = utils.counters["inductor"]["fxgraph_cache_miss"]
+    return totals
+
+
 class StartupClock:
     """Seconds per start-up phase, in the order they ran (``phases``)."""
 
@@ -40,6 +66,9 @@ class StartupClock:
         # Set once the run's device is known; from then on every mark waits for it.
         self.device: torch.device | None = None
         self.phases: dict[str, float] = {}
+        # torch.compile's part of start-up (``take_compile_split``), counted from here on
+        self.compile: dict[str, float] = {}
+        self._compile_before = compile_totals()
         before = process_age_s()
         if before is not None and imported_after_s is not None:
             self.phases["imports"] = round(min(imported_after_s, before), 3)
@@ -57,6 +86,16 @@ class StartupClock:
         self.phases.update({name: round(seconds, 3) for name, seconds in parts.items()})
         self._last = now
 
+    def take_compile_split(self) -> None:
+        """Keep torch.compile's part of start-up, as ``compile_totals`` counts it, since the clock started; nothing
+        if no graph was compiled. Called when start-up ends, so that a later recompile is not counted in it.
+
+        A warm cache saves the backend's kernel builds but never the tracing, which every process repeats: this
+        split says which of the two a slow start-up spent its time on."""
+        before, now = self._compile_before, compile_totals()
+        split = {name: round(value - before.get(name, 0), 3) for name, value in now.items()}
+        self.compile = split if split.get("graphs") else {}
+
     def total(self) -> float:
         return round(sum(self.phases.values()), 3)
 
@@ -64,7 +103,13 @@ class StartupClock:
         """The split so far on one line, as a run prints it once its first iteration is done: what a user waited
         for, phase by phase (``run_summary.json``'s ``startup_sec`` has the same figures)."""
         split = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in self.phases.items())
-        return f"start-up {self.total():.1f} s: {split}"
+        line = f"start-up {self.total():.1f} s: {split}"
+        c = self.compile
+        if c:
+            graphs = f"{c['graphs']:.0f} graph{'s' if c['graphs'] != 1 else ''}"
+            timers = ", ".join(f"{name} {c[name]:.1f}" for name in _COMPILE_TIMERS if name in c)
+            line += f"; torch.compile: {graphs}, {c['cache_hits']:.0f} from Inductor's cache; seconds {timers}"
+        return line
 
 
 def cache_line(dirs: list[CacheDir]) -> str:

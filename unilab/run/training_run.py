@@ -264,6 +264,7 @@ class TrainingRun:
             watchdog.beat()  # the first beat arms it: compiles and captures are behind us
             if first:  # capture / first-update iteration: excluded from the tail rate
                 self.startup.mark("first_iteration")
+                self.startup.take_compile_split()
                 if self.world.leader:
                     outputs.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
                 loop.timer.start()

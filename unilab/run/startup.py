@@ -43,8 +43,8 @@ _COMPILE_TIMERS = {
 
 def compile_totals() -> dict[str, float]:
     """torch.compile's totals in this process so far: graphs compiled (``graphs``), the seconds of each timer of
-    ``_COMPILE_TIMERS`` that this torch keeps, and the graphs Inductor found in its cache (``cache_hits``) or compiled (``cache_misses``);
-    empty before torch.compile was first imported."""
+    ``_COMPILE_TIMERS`` that this torch keeps, and the graphs Inductor found in its cache (``cache_hits``) or
+    compiled (``cache_misses``); empty before torch.compile was first imported."""
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return {}

@@ -91,6 +91,24 @@ def test_gae_is_torchrl_s_and_bootstraps_truncations_not_terminations() -> None:
     torch.testing.assert_close(raw[0, 4, 0], delta + gamma * lam * raw[1, 4, 0])
 
 
+def test_positive_rewards_only_feeds_gae_the_rewards_clipped_at_zero() -> None:
+    """The clipped run's batch is the plain run's on the same rollout with its negative rewards set to zero; the
+    rollout itself (what the episode statistics read) is left as it was."""
+    rollout = make_rollout()
+    assert (rollout["next", "reward"] < 0).any() and (rollout["next", "reward"] > 0).any()
+    before = rollout["next", "reward"].clone()
+    clipped = make_learner(positive_rewards_only=True).prepare(rollout)
+    torch.testing.assert_close(rollout["next", "reward"], before, rtol=0, atol=0)
+    zeroed = rollout.clone()
+    zeroed["next", "reward"] = before.clamp_min(0.0)
+    plain = make_learner()
+    plain.load_state_dict(make_learner(positive_rewards_only=True).state_dict())
+    expected = plain.prepare(zeroed)
+    for key in ("value_target", "advantage"):
+        torch.testing.assert_close(clipped[key], expected[key], rtol=0, atol=0)
+    assert not torch.equal(make_learner().prepare(rollout)["value_target"], clipped["value_target"])
+
+
 def test_captured_loss_equals_torchrl_s_clip_ppo_loss() -> None:
     """The subclass changes how the entropy and the value clip are reached, not what they compute; its KL is the
     exact Gaussian one."""

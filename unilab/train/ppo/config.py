@@ -57,6 +57,9 @@ class PPOConfig(RunSettings):
     use_clipped_value_loss: bool = setting(True, "clip the value loss as the ratio is")
     entropy_coef: float = setting(0.01, "weight of the entropy bonus", Range(0.0, 100.0))
     value_loss_coef: float = setting(1.0, "weight of the value loss", Range(0.0, 1e6))
+    positive_rewards_only: bool = setting(
+        False, "clip each step's reward at zero before GAE (legged_gym's only_positive_rewards)"
+    )
 
     @classmethod
     def learner(cls) -> type[PPOLearner]:

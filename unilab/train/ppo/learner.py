@@ -118,11 +118,17 @@ class PPOLearner:
         log-prob, values, GAE advantages (normalised over the batch) and value targets.
 
         The value of the true next observation bootstraps every step that did not terminate, truncated ones
-        included; rsl_rl approximates that at a time-out by adding gamma * V(s_t) to the reward."""
+        included; rsl_rl approximates that at a time-out by adding gamma * V(s_t) to the reward.
+
+        With ``positive_rewards_only`` a step's reward counts from zero up: where the penalties outweigh the rest
+        (a wide exploration noise pays far more in action rate than any tracking earns), a return made of negative
+        steps would make an early fall the best an episode can do."""
         actor, critic = self.loss.actor, self.loss.critic
         loc, scale = actor.distribution(rollout["policy"])
         action = rollout["action"]
         signals = {key: rollout["next", key].unsqueeze(-1) for key in ("reward", "done", "terminated")}
+        if self.cfg.positive_rewards_only:
+            signals["reward"] = signals["reward"].clamp_min(0.0)
         estimate = TensorDict(
             {
                 "state_value": critic(rollout["critic"]),

@@ -15,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from unilab.apps.compose import compose_config
 from unilab.apps.train import main, run
+from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
 
 TINY = [
     "algo.num_envs=4",
@@ -105,7 +106,11 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert {"loss/loss_critic", "loss/q_mean", "loss/alpha", "episode/reward_alive"} <= tags
     assert {"perf/tail_env_steps_per_sec", "perf/iteration_ms_median", "perf/iteration_ms_max"} <= tags
     assert "health/diverged_envs" in tags
-    assert data["health"] == {
+    health = dict(data["health"])
+    peak_contacts, peak_rows = health.pop("contacts_peak"), health.pop("constraint_rows_peak")
+    # four robots on their feet, every env's rows within its buffer
+    assert peak_contacts >= 4 and 0 < peak_rows <= FLAT_WALK.physics.njmax
+    assert health == {
         "nonfinite_actions": 0,
         "diverged_envs": 0,
         "contact_overflows": 0,
@@ -503,6 +508,7 @@ def test_a_log_point_reports_what_came_before_it_not_the_work_queued_after() -> 
     later = trainer.log_point(trainer.update())
 
     report = trainer.report(point)
+    assert report.health.pop("contacts_peak") > 0 and report.health.pop("constraint_rows_peak") > 0
     health = {
         "nonfinite_actions": 0,
         "diverged_envs": 0,

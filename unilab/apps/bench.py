@@ -159,6 +159,7 @@ def bench_physics(
         "eager_steps_per_sec": round(eager, 1),
         "captured_steps_per_sec": None if captured is None else round(captured, 1),
         "overflows": backend.overflow_counts(),
+        "peak": dict(zip(("contacts", "constraint_rows"), backend.peak_tensor().tolist(), strict=True)),
     }
 
 

@@ -30,9 +30,10 @@ if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynam
 
 Policy = Callable[["TensorDict"], torch.Tensor]
 
-# The counters ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which
-# the contacts or the constraint rows overflowed the physics buffers, a height field's collider dropped contacts, or
-# the constraint solver stopped at its iteration limit in some env (a note on accuracy, never an error).
+# What ``health`` returns, since the start: non-finite action rows, diverged envs, and control steps in which the
+# contacts or the constraint rows overflowed the physics buffers, a height field's collider dropped contacts, or the
+# constraint solver stopped at its iteration limit in some env (a note on accuracy, never an error); then the fullest
+# the buffers have been (``SimBackend.peak_tensor``): contacts of all envs together, constraint rows of one env.
 HEALTH = (
     "nonfinite_actions",
     "diverged_envs",
@@ -40,6 +41,8 @@ HEALTH = (
     "constraint_overflows",
     "height_field_overflows",
     "solver_limit_steps",
+    "contacts_peak",
+    "constraint_rows_peak",
 )
 
 
@@ -138,6 +141,7 @@ class EnvRunner:
                 counts,
                 sim.overflow_tensor().to(self.env.device),
                 sim.solver_limit_tensor().to(self.env.device).reshape(1),
+                sim.peak_tensor().to(self.env.device),
             ]
         )
         return dict(zip(HEALTH, counts.unbind(), strict=True))

@@ -276,7 +276,9 @@ class RunSummary:
     stopped_by: str | None = None  # the signal that ended an interrupted run, e.g. SIGTERM
     # Counters since the start, as of the last log point: diverged_envs (physics blown up, reset, training went
     # on), nonfinite_actions, contact_overflows, constraint_overflows, height_field_overflows (counted, not fatal),
-    # solver_limit_steps (control steps whose solver stopped at its iteration limit somewhere: a note on accuracy).
+    # solver_limit_steps (control steps whose solver stopped at its iteration limit somewhere: a note on accuracy);
+    # then the fullest the physics buffers have been: contacts_peak (all envs together; the buffer holds
+    # nconmax * num_envs) and constraint_rows_peak (one env; njmax each).
     health: dict[str, int] = field(default_factory=dict)
     # At the end of a run that did not fail: a digest of the final weights and statistics, and with several ranks
     # whether every rank held the same ones (None with one rank: nothing to compare).

@@ -280,6 +280,13 @@ class SimBackend(ABC):
         ``[contacts, constraints, height_field]`` on the backend's device (on a GPU backend, the live counters).
         Queuing a copy of it costs no host wait, so a log point can take one and read it after later work is queued."""
 
+    @abstractmethod
+    def peak_tensor(self) -> torch.Tensor:
+        """The fullest the contact and constraint buffers have been: int64 ``[contacts, rows]``, the most contacts of
+        all worlds together and the most constraint rows of one world after any physics step (substeps included),
+        on the backend's device. ``SimConfig`` sizes the buffers per world (``nconmax`` on average, ``njmax`` each),
+        so these say how much headroom a task's sizes leave."""
+
     def solver_limit_tensor(self) -> torch.Tensor:
         """Control steps so far in which the constraint solver (or its line search) stopped at its iteration limit
         in some world before converging: int64, 0-d, on the backend's device. The step goes on with the last

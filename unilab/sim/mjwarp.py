@@ -183,6 +183,10 @@ class MjWarpBackend(SimBackend):
         # [contact overflows, constraint overflows, height-field caps], accumulated on device, read at host boundaries.
         self._overflow = torch.zeros(3, dtype=torch.int64, device=device)
         self._solver_limits = torch.zeros((), dtype=torch.int64, device=device)
+        # The most contacts of all worlds together, and of constraint rows per world, after any substep; a world's
+        # own maximum is kept on the device and reduced only when read.
+        self._peak_contacts = torch.zeros(1, dtype=torch.int64, device=device)
+        self._peak_rows = torch.zeros(num_worlds, dtype=torch.int64, device=device)
         # Per world, sticky until cleared: read and cleared after each control step (the solver's limits, and the
         # height fields' caps where the model has height fields).
         self._flags = wp.to_torch(d.overflow)
@@ -291,6 +295,8 @@ class MjWarpBackend(SimBackend):
                 mjw.step(self._m, self._d)
                 self._overflow[0] += (self._nacon[0] > self._naconmax).long()
                 self._overflow[1] += (self._nefc > self._njmax).any().long()
+                torch.maximum(self._peak_contacts, self._nacon, out=self._peak_contacts)
+                torch.maximum(self._peak_rows, self._nefc, out=self._peak_rows)
             # A flag stays set until cleared: one read covers every substep.
             self._solver_limits += (self._flags & SOLVER_LIMITS).ne(0).any().long()
             if self._read_flags & HFIELD_CAP:
@@ -310,3 +316,6 @@ class MjWarpBackend(SimBackend):
 
     def solver_limit_tensor(self) -> torch.Tensor:
         return self._solver_limits
+
+    def peak_tensor(self) -> torch.Tensor:
+        return torch.cat([self._peak_contacts, self._peak_rows.amax().reshape(1)])

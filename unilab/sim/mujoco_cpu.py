@@ -51,6 +51,11 @@ class MujocoBackend(SimBackend):
         self._data = [mujoco.MjData(model) for _ in self._chunks]  # one scratch MjData per chunk
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._warnings = np.zeros(len(_FULL_WARNINGS), dtype=np.int64)
+        # Per chunk and substep, the contacts of its worlds summed, and the most rows of one of its worlds: a step's
+        # contact total is the chunks' sum at one substep.
+        self._contacts = np.zeros((len(self._chunks), config.substeps), dtype=np.int64)
+        self._rows = np.zeros(len(self._chunks), dtype=np.int64)
+        self._peak = np.zeros(2, dtype=np.int64)
         self._forcerange0 = model.actuator_forcerange.copy()
         self._subtree = subtree_matrix(model)
 
@@ -106,8 +111,11 @@ class MujocoBackend(SimBackend):
         per_substep = targets.ndim == 3
         carried_out = ("qpos", "qvel", "act", "qacc_warmstart", "time", *DERIVED)
 
+        self._contacts[:] = 0
+
         def work(chunk: int) -> None:
             model, data = self._models[chunk], self._data[chunk]
+            contacts, rows = self._contacts[chunk], self._rows
             for i in self._chunks[chunk]:
                 self._write_in(arrays, i, data)
                 self._write_gains(arrays, i, model)
@@ -120,6 +128,8 @@ class MujocoBackend(SimBackend):
                     if per_substep:
                         data.ctrl[:] = targets[k, i]
                     mujoco.mj_step(model, data)
+                    contacts[k] += data.ncon
+                    rows[chunk] = max(rows[chunk], data.nefc)
                 self._refresh(model, data)
                 self._read_out(arrays, i, data, carried_out)
                 if any(data.warning[warning].number for warning in _BAD_STATE_WARNINGS):
@@ -128,6 +138,8 @@ class MujocoBackend(SimBackend):
 
         self._run_chunks(work)
         self._count_warnings()
+        self._peak[0] = max(self._peak[0], self._contacts.sum(0).max())
+        self._peak[1] = max(self._peak[1], self._rows.max())
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
         # Only the masked worlds: the others keep derived quantities computed from float64 positions.
@@ -145,6 +157,9 @@ class MujocoBackend(SimBackend):
             for k, warning in enumerate(_FULL_WARNINGS):
                 self._warnings[k] += int(data.warning[warning].number > 0)
                 data.warning[warning].number = 0
+
+    def peak_tensor(self) -> torch.Tensor:
+        return torch.from_numpy(self._peak.copy())
 
     def overflow_tensor(self) -> torch.Tensor:
         # C MuJoCo's height-field collider keeps every contact it finds (up to the contact buffer, counted above).

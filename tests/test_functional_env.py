@@ -402,3 +402,32 @@ def test_divergence_inside_the_captured_step_is_reset_and_counted_on_cuda() -> N
         runner.step()
     assert int(runner.health()["diverged_envs"]) == 3
     runner.check()
+
+
+def test_a_term_the_actor_and_the_critic_share_is_computed_once_per_call() -> None:
+    """The critic's copy of an actor term (noise off) shares its parameters, on the device too, so the manager
+    computes it once; a term whose parameters differ is computed on its own. The noise is still the actor's alone."""
+    from unilab.managers.managers import ObservationManager
+    from unilab.managers.terms import ObsTerm
+
+    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2)
+    actor, critic = (env.observations.groups[group]["height_scan"] for group in ("policy", "critic"))
+    assert actor.params["ground"] is critic.params["ground"] and actor.noise > 0 == critic.noise
+
+    calls: list[float] = []
+
+    def counted(state: TensorDict, ctx: object, offset: float) -> torch.Tensor:
+        calls.append(offset)
+        return state["x"] + offset
+
+    shared = ObsTerm(counted, {"offset": 1.0}, noise=0.5)
+    groups = {
+        "policy": {"a": shared},
+        "critic": {"a": ObsTerm(counted, shared.params), "b": ObsTerm(counted, {"offset": 2.0})},
+    }
+    manager = ObservationManager(groups, {"policy": {"a": 3}, "critic": {"a": 3, "b": 3}}, torch.device("cpu"))
+    state = TensorDict({"x": torch.zeros(2, 3)}, batch_size=[2])
+    out = manager.compute(state, None, make_rng(0), noise=True)
+    assert calls == [1.0, 2.0]
+    assert torch.equal(out["critic"], torch.cat([torch.ones(2, 3), torch.full((2, 3), 2.0)], dim=-1))
+    assert not torch.equal(out["policy"], out["critic"][:, :3])  # the actor's noise, not the critic's

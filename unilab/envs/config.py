@@ -95,27 +95,38 @@ def _compiled(
     return model
 
 
-def on_device(params: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    """Term params on ``device``: tensors, and data objects that move themselves (``to(device)``)."""
-    return {k: v.to(device) if hasattr(v, "to") and not isinstance(v, type) else v for k, v in params.items()}
+def on_device(params: Mapping[str, Any], device: torch.device, moved: dict[int, Any] | None = None) -> dict[str, Any]:
+    """Term params on ``device``: tensors, and data objects that move themselves (``to(device)``). ``moved`` (by the
+    ``id`` of each original) keeps an object that several terms share one object on the device: one copy in memory,
+    and terms that are the same still compare the same (``ObservationManager`` computes those once)."""
+    moved = {} if moved is None else moved
+    out = {}
+    for key, value in params.items():
+        if hasattr(value, "to") and not isinstance(value, type):
+            if id(value) not in moved:
+                moved[id(value)] = value.to(device)
+            value = moved[id(value)]
+        out[key] = value
+    return out
 
 
 def place_on_device(task: TaskConfig, device: torch.device) -> TaskConfig:
     """The task with every term's params (tensors, motion clips) moved to ``device`` once, at build
-    time, so no step copies them from the host."""
+    time, so no step copies them from the host. A param several terms share stays shared."""
+    moved: dict[int, Any] = {}  # the task holds every original, so no id is reused while this runs
 
     def move(terms: dict) -> dict:
         out = {}
         for name, term in terms.items():
-            changes = {"params": on_device(term.params, device)}
+            changes = {"params": on_device(term.params, device, moved)}
             if isinstance(term, CommandTerm):
-                changes["advance_params"] = on_device(term.advance_params, device)
+                changes["advance_params"] = on_device(term.advance_params, device, moved)
             out[name] = dataclasses.replace(term, **changes)
         return out
 
     return dataclasses.replace(
         task,
-        action=dataclasses.replace(task.action, params=on_device(task.action.params, device)),
+        action=dataclasses.replace(task.action, params=on_device(task.action.params, device, moved)),
         observations={group: move(terms) for group, terms in task.observations.items()},
         rewards=move(task.rewards),
         terminations=move(task.terminations),

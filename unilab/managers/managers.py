@@ -53,6 +53,13 @@ class ObservationManager:
     ) -> None:
         self.groups = groups
         self._streams = {g: rnglib.stream_id(f"obs/{g}") for g in groups}
+        # A term is pure, so one that two groups both hold (the actor's terms in the critic, without the noise, which
+        # is added per group) is computed once per call: the traced step holds it once.
+        self._keys = {
+            (group, name): (term.func, tuple((key, id(value)) for key, value in term.params.items()))
+            for group, terms in groups.items()
+            for name, term in terms.items()
+        }
         self._noise: dict[str, torch.Tensor | None] = {}
         self._scale: dict[str, torch.Tensor | None] = {}
         for group, terms in groups.items():
@@ -67,8 +74,15 @@ class ObservationManager:
         """``(terms + U(-noise, noise)) * scale`` per group; ``salt`` separates the noise of two
         evaluations within one step (terminal and post-reset observations)."""
         out = {}
+        computed: dict[tuple, torch.Tensor] = {}
         for group, terms in self.groups.items():
-            x = torch.cat([term.func(state, ctx, **term.params) for term in terms.values()], dim=-1)
+            parts = []
+            for name, term in terms.items():
+                key = self._keys[group, name]
+                if key not in computed:
+                    computed[key] = term.func(state, ctx, **term.params)
+                parts.append(computed[key])
+            x = torch.cat(parts, dim=-1)
             amplitude = self._noise[group]
             if noise and amplitude is not None:
                 x = x + rnglib.uniform(rng, self._streams[group] ^ salt, tuple(x.shape), -amplitude, amplitude)

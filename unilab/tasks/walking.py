@@ -247,12 +247,14 @@ def _observations(spec: WalkSpec, noise_scale: float, ground: Ground | None) -> 
     """The actor's terms and the critic's (the actor's without noise, and the trunk's velocity); on a terrain each
     group ends with the height scan (noise 0.1 m for the actor)."""
     robot = spec.robot
-    linvel = ObsTerm(observations.sensor, {"name": robot.linvel_sensor}, scale=2.0, mirror=LINEAR)
-    groups = {"policy": _actor_terms(robot, noise_scale), "critic": {**_actor_terms(robot, 0.0), "linvel": linvel}}
+    actor = _actor_terms(robot, noise_scale)
+    # The critic's copies share the actor's parameters, so the observation manager computes each of them once.
+    critic = {name: dataclasses.replace(term, noise=0.0) for name, term in actor.items()}
+    critic["linvel"] = ObsTerm(observations.sensor, {"name": robot.linvel_sensor}, scale=2.0, mirror=LINEAR)
     if ground is not None:
-        groups["policy"]["height_scan"] = _scan_term(ground.heights, robot.base_body, 0.1 * noise_scale)
-        groups["critic"]["height_scan"] = _scan_term(ground.heights, robot.base_body, 0.0)
-    return groups
+        actor["height_scan"] = _scan_term(ground.heights, robot.base_body, 0.1 * noise_scale)
+        critic["height_scan"] = dataclasses.replace(actor["height_scan"], noise=0.0)
+    return {"policy": actor, "critic": critic}
 
 
 def _commands(spec: WalkSpec, ground: Ground | None) -> dict[str, CommandTerm]:

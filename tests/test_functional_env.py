@@ -412,7 +412,7 @@ def test_a_term_the_actor_and_the_critic_share_is_computed_once_per_call() -> No
 
     env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2)
     actor, critic = (env.observations.groups[group]["height_scan"] for group in ("policy", "critic"))
-    assert actor.params["ground"] is critic.params["ground"] and actor.noise > 0 == critic.noise
+    assert actor.params["ground"] is critic.params["ground"] and actor.noise > 0 and critic.noise == 0
 
     calls: list[float] = []
 

@@ -290,7 +290,7 @@ class RunSummary:
     # which compiles and captures the updates), and their sum.
     startup_sec: dict[str, float] = field(default_factory=dict)
     startup_total_sec: float | None = None
-    # torch.compile's part of start-up (``unilab.run.startup.compile_split``): graphs compiled, Inductor cache hits
+    # torch.compile's part of start-up (``StartupClock.take_compile_split``): graphs compiled, Inductor cache hits
     # and misses, seconds in all, tracing, backend and kernel builds; empty when nothing was compiled.
     startup_compile: dict[str, float] = field(default_factory=dict)
 

@@ -51,11 +51,11 @@ class MujocoBackend(SimBackend):
         self._data = [mujoco.MjData(model) for _ in self._chunks]  # one scratch MjData per chunk
         self._pool = ThreadPoolExecutor(threads) if threads > 1 else None
         self._warnings = np.zeros(len(_FULL_WARNINGS), dtype=np.int64)
-        # Per chunk and substep, the contacts of its worlds summed, and the most rows of one of its worlds: a step's
-        # contact total is the chunks' sum at one substep.
+        # Per chunk and substep, the contacts of its worlds summed (a step's contact total is the chunks' sum at one
+        # substep), and the most of them in any step; per chunk, the most rows one of its worlds has had.
         self._contacts = np.zeros((len(self._chunks), config.substeps), dtype=np.int64)
-        self._rows = np.zeros(len(self._chunks), dtype=np.int64)
-        self._peak = np.zeros(2, dtype=np.int64)
+        self._peak_contacts = 0
+        self._peak_rows = np.zeros(len(self._chunks), dtype=np.int64)
         self._forcerange0 = model.actuator_forcerange.copy()
         self._subtree = subtree_matrix(model)
 
@@ -115,7 +115,7 @@ class MujocoBackend(SimBackend):
 
         def work(chunk: int) -> None:
             model, data = self._models[chunk], self._data[chunk]
-            contacts, rows = self._contacts[chunk], self._rows
+            contacts = self._contacts[chunk]
             for i in self._chunks[chunk]:
                 self._write_in(arrays, i, data)
                 self._write_gains(arrays, i, model)
@@ -129,7 +129,7 @@ class MujocoBackend(SimBackend):
                         data.ctrl[:] = targets[k, i]
                     mujoco.mj_step(model, data)
                     contacts[k] += data.ncon
-                    rows[chunk] = max(rows[chunk], data.nefc)
+                    self._peak_rows[chunk] = max(self._peak_rows[chunk], data.nefc)
                 self._refresh(model, data)
                 self._read_out(arrays, i, data, carried_out)
                 if any(data.warning[warning].number for warning in _BAD_STATE_WARNINGS):
@@ -138,8 +138,7 @@ class MujocoBackend(SimBackend):
 
         self._run_chunks(work)
         self._count_warnings()
-        self._peak[0] = max(self._peak[0], self._contacts.sum(0).max())
-        self._peak[1] = max(self._peak[1], self._rows.max())
+        self._peak_contacts = max(self._peak_contacts, int(self._contacts.sum(0).max()))
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
         # Only the masked worlds: the others keep derived quantities computed from float64 positions.
@@ -159,7 +158,7 @@ class MujocoBackend(SimBackend):
                 data.warning[warning].number = 0
 
     def peak_tensor(self) -> torch.Tensor:
-        return torch.from_numpy(self._peak.copy())
+        return torch.tensor([self._peak_contacts, int(self._peak_rows.max())], dtype=torch.int64)
 
     def overflow_tensor(self) -> torch.Tensor:
         # C MuJoCo's height-field collider keeps every contact it finds (up to the contact buffer, counted above).

@@ -18,12 +18,13 @@ from unilab.apps import curves, play
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
+from unilab.apps.terrain_suites import TERRAIN_SUITES, terrain_of_suite
 from unilab.apps.train import run
 from unilab.core.rng import make_rng
 from unilab.robots import g1
 from unilab.run.run_dir import VIDEO_FILENAME
 from unilab.tasks.g1_walk_rough.config import TERRAIN
-from unilab.tasks.registry import make_functional_env
+from unilab.tasks.registry import make_functional_env, make_task
 from unilab.terrain import TerrainConfig, generate, terrain_model
 
 W, H = 160, 96  # small frames keep software-rasterised renders well under a second
@@ -391,3 +392,18 @@ def test_a_video_starts_a_terrain_task_s_robots_on_its_middle_row() -> None:
         play.terrain_start("g1_walk_rough", rows)
     with pytest.raises(InputError, match="g1_walk_flat walks on a flat floor"):
         play.terrain_start("g1_walk_flat", 2)
+
+
+@pytest.mark.parametrize("suite", list(TERRAIN_SUITES))
+def test_a_terrain_suite_s_video_builds_that_terrain_alone(suite: str) -> None:
+    base = make_task("g1_walk_rough")
+    terrain = terrain_of_suite("g1_walk_rough", base, suite)["terrain"]
+    assert terrain.types == TERRAIN_SUITES[suite]
+    assert dataclasses.replace(terrain, types=base.terrain.types) == base.terrain  # nothing else changes
+
+
+def test_a_terrain_suite_on_a_flat_task_or_an_unknown_one_is_refused() -> None:
+    with pytest.raises(InputError, match="g1_walk_flat walks on a flat floor"):
+        terrain_of_suite("g1_walk_flat", make_task("g1_walk_flat"), "stairs_up")
+    with pytest.raises(InputError, match="unknown terrain suite 'stairs'"):
+        terrain_of_suite("g1_walk_rough", make_task("g1_walk_rough"), "stairs")

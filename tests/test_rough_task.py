@@ -20,7 +20,6 @@ from tests.test_train import tiny
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import (
-    TERRAIN_SUITES,
     check_terrain_suite_envs,
     hardest_row_first,
     row_table,
@@ -28,6 +27,7 @@ from unilab.apps.eval import (
     suites_of,
 )
 from unilab.apps.eval import main as eval_main
+from unilab.apps.terrain_suites import TERRAIN_SUITES
 from unilab.apps.train import run
 from unilab.core import rng as rnglib
 from unilab.mdp import curricula, events, rewards, terminations

@@ -31,13 +31,14 @@ from unilab.apps.args import ArgumentParser, InputError, check_output, check_rol
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
-from unilab.envs.config import TaskConfig, task_model
+from unilab.apps.terrain_suites import TERRAIN_SUITES, terrain_of_suite
+from unilab.envs.config import task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.run.progress import announce, bar
 from unilab.run.run_dir import write_json_atomic
 from unilab.tasks.randomization import Randomization, randomize
-from unilab.tasks.registry import build_env, list_tasks, make_task, override_names
+from unilab.tasks.registry import build_env, list_tasks, make_task
 from unilab.tasks.task import Threshold
 
 
@@ -217,13 +218,6 @@ SUITE_HELP = (
     "push: shoves of 0.5-1 m/s every 2-4 s; friction: floor friction 0.3-1.2; payload: 0-3 kg on the torso; "
     "latency: actuation delay of 0 to one control step; finer_physics: half the physics step (sim-to-sim)"
 )
-# Terrain suites: one terrain type (or a pair, up and down) at the terrain's hardest row, for a task on terrain.
-TERRAIN_SUITES = {
-    "stairs_up": ("pyramid_stairs",),
-    "stairs_down": ("pyramid_stairs_inv",),
-    "slope": ("pyramid_slope", "pyramid_slope_inv"),
-    "rough": ("random_rough",),
-}
 TERRAIN_SUITE_HELP = (
     "stairs_up, stairs_down, slope (up and down), rough: that terrain alone, the envs spread over its rows, judged "
     "at the hardest row (tasks on terrain)"
@@ -250,7 +244,7 @@ def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[st
         return overrides
     base = make_task(task, **overrides)
     if suite in TERRAIN_SUITES:
-        return {**overrides, **_terrain_suite(task, base, TERRAIN_SUITES[suite])}
+        return {**overrides, **terrain_of_suite(task, base, suite), "terrain_level": "all"}
     timestep = base.physics.timestep or task_model(base).opt.timestep
     if suite == "finer_physics":
         finer = dataclasses.replace(base.physics, timestep=timestep / 2, substeps=base.physics.substeps * 2)
@@ -288,16 +282,6 @@ def _same_events(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         and all(same(a[n].params[k], b[n].params[k]) for k in a[n].params)
         for n in a
     )
-
-
-def _terrain_suite(task: str, base: TaskConfig, types: tuple[str, ...]) -> dict[str, Any]:
-    """The factory arguments that put the envs of ``task`` on ``types`` alone, spread evenly over every row."""
-    if base.terrain is None:
-        raise InputError(f"task {task} walks on a flat floor; the terrain suites need a task on terrain")
-    missing = {"terrain", "terrain_level"} - override_names(task)
-    if missing:
-        raise InputError(f"task {task} has a terrain but its factory takes no {' or '.join(sorted(missing))}")
-    return {"terrain": dataclasses.replace(base.terrain, types=types), "terrain_level": "all"}
 
 
 def check_terrain_suite_envs(task: str, suite: str, num_envs: int) -> None:

@@ -35,6 +35,7 @@ from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, Policy, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
 from unilab.apps.step_edges import EDGE_RGBA, EDGE_WIDTH, step_edges, terrain_geoms
+from unilab.apps.terrain_suites import TERRAIN_SUITES, terrain_of_suite
 from unilab.core.files import replacing, write_atomic
 from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
@@ -340,13 +341,16 @@ def play(
     show_scan: bool = False,
     replace: bool = True,
     terrain_level: int | str | None = None,
+    terrain_suite: str | None = None,
 ) -> Path:
     """Render a policy on the CPU ``mujoco`` backend; returns the video path.
 
     ``out`` is a directory (the video is ``play_video.mp4`` inside it) or a path ending in ``.mp4``; by default the
     video goes beside the checkpoint or ONNX file. Observation noise is off and episodes start as in ``eval``
     (``shown_overrides``). ``show_scan`` draws the points the actor's height scan reads (tasks on terrain).
-    ``terrain_level`` places the robots of a task on terrain (``terrain_start``: by default its middle row).
+    ``terrain_level`` places the robots of a task on terrain (``terrain_start``: by default its middle row);
+    ``terrain_suite`` builds that terrain of one eval suite's types alone (the stairs up, say), so a video shows
+    what that suite scores.
     ``replace`` False refuses a video already at the target, once the policy is known to fit and before the
     rendering (``unilab play`` without ``--force``: a video is minutes of work, and its replacement is asked for,
     never done in passing); a training run replaces its own.
@@ -357,6 +361,8 @@ def play(
         raise InputError(f"onnx policy not found: {onnx}")
     source = policy_source(checkpoint, onnx, task)
     overrides = shown_overrides(source.task, source.overrides, seconds) | terrain_start(source.task, terrain_level)
+    if terrain_suite is not None:
+        overrides |= terrain_of_suite(source.task, make_task(source.task, **overrides), terrain_suite)
     config = task_of(source.task, overrides)
     check_rollout_memory(config, num_envs, "cpu", record=False)
     env = build_env(config, sim="mujoco", num_envs=num_envs, device="cpu")
@@ -394,6 +400,12 @@ def main(argv: list[str] | None = None) -> Path:
         metavar="ROW",
         help="tasks on terrain: the row the robots start on, 'all' (spread over every tile) or 'start' (the "
         "task's own start); default: the middle row",
+    )
+    parser.add_argument(
+        "--terrain-suite",
+        choices=tuple(TERRAIN_SUITES),
+        default=None,
+        help="tasks on terrain: that eval suite's terrain alone (stairs_up: every tile a pyramid of stairs)",
     )
     parser.add_argument("--force", action="store_true", help="replace a video or still that exists")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -438,6 +450,7 @@ def main(argv: list[str] | None = None) -> Path:
             args.show_scan,
             replace=args.force,
             terrain_level=args.terrain_level,
+            terrain_suite=args.terrain_suite,
         )
     except REFUSALS as exc:
         fail(parser.prog, exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,20 @@ def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run:
     passing = [r for r in saved["results"] if r["meets_thresholds"]]
     expected = None if not passing else passing[0]["iteration"]
     assert (saved["first_meeting_thresholds"] or {}).get("iteration") == expected
+
+
+def test_an_eval_says_where_its_seconds_went(tiny_run: Path, tmp_path: Path, capsys) -> None:
+    began = time.perf_counter()
+    main(
+        ["--checkpoint", str(tiny_run / "model_3.pt"), "--num-envs", "2", "--episode-s", "0.2", "--out", str(tmp_path)]
+    )
+    wall = time.perf_counter() - began
+    spent = json.loads((tmp_path / summary_name("model_3.pt")).read_text())["eval_sec"]
+    assert list(spent) == ["build", "rollout", "score"]
+    assert spent["build"] > 0 and spent["rollout"] > 0 and spent["score"] >= 0  # ms rounded: scoring 2 envs may be 0
+    assert sum(spent.values()) <= wall
+    line = f"env and policy {spent['build']:.1f} s, rollout {spent['rollout']:.1f} s, scoring {spent['score']:.1f} s"
+    assert line in capsys.readouterr().err
 
 
 def test_a_series_whose_summaries_would_collide_is_refused(tiny_run: Path, tmp_path: Path, capsys) -> None:

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import math
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,10 @@ def evaluate(
     for config in configs.values():
         check_rollout_memory(config, num_envs, device, record=True)
     figures, policy = {}, None
+    # Seconds per phase over every start: an eval series' cost is device time, and this says where it goes.
+    spent = dict.fromkeys(("build", "rollout", "score"), 0.0)
     for name, config in configs.items():
+        began = time.perf_counter()
         env = build_env(config, sim=sim, num_envs=num_envs, device=device)
         if policy is None:
             policy = source.policy(env)
@@ -178,8 +182,18 @@ def evaluate(
         announce("eval", f"{suite}{start}: {num_envs} {task} envs on {sim}, one episode each")
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
-        data = rollout(env, policy, seed, capture=capture)
+        built = time.perf_counter()
+        data = rollout(env, policy, seed, capture=capture)  # reads ``running`` every step: the device is done here
+        rolled = time.perf_counter()
         scored = score(env, data)
+        scored_at = time.perf_counter()
+        for phase, seconds in zip(spent, (built - began, rolled - built, scored_at - rolled), strict=True):
+            spent[phase] += seconds
+        announce(
+            "eval",
+            f"{suite}{start}: env and policy {built - began:.1f} s, rollout {rolled - built:.1f} s, "
+            f"scoring {scored_at - rolled:.1f} s",
+        )
         figures[name] = {
             **(hardest_row_first(scored) if suite in TERRAIN_SUITES else scored),
             "steps": int(data["active"].shape[0]),
@@ -204,6 +218,7 @@ def evaluate(
         "num_envs": num_envs,
         "seed": seed,
         "control_dt": env.ctx.dt,
+        "eval_sec": {phase: round(seconds, 3) for phase, seconds in spent.items()},
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
     target = output_path(path, out, summary_name(path, suite))

@@ -7,7 +7,7 @@ import pytest
 
 from unilab.apps.compose import knob_ranges, task_knobs
 from unilab.apps.train import main
-from unilab.tasks.registry import list_tasks
+from unilab.tasks.registry import list_tasks, make_task
 
 
 @pytest.mark.parametrize(
@@ -37,5 +37,21 @@ def test_the_ends_of_a_knob_s_range_are_taken(value: str, capsys) -> None:
 
 @pytest.mark.parametrize("task", list_tasks())
 def test_every_numeric_knob_of_a_shipped_task_has_a_range(task: str) -> None:
-    numeric = {knob for knob, default in task_knobs(task).items() if isinstance(default, float)}
+    numeric = {
+        knob
+        for knob, default in task_knobs(task).items()
+        if isinstance(default, (int, float)) and type(default) is not bool
+    }
     assert numeric <= set(knob_ranges(task))
+
+
+@pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
+def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
+    """``bench train`` and ``train`` size the buffers from the command line; a zero is refused in one line."""
+    physics = make_task(task, nconmax=64, njmax=400).physics
+    assert (physics.nconmax, physics.njmax) == (64, 400)
+    with pytest.raises(SystemExit):
+        main(["--cfg", "sim=mujoco", f"task={task}", "task.njmax=0"])
+    assert capsys.readouterr().err.splitlines() == [
+        "train: error: task.njmax must be in [1, 8192] (constraint rows one world's solve holds), got 0"
+    ]

@@ -31,6 +31,11 @@ from unilab.terrain import TerrainConfig, generate, terrain_model
 # A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
 # config, before any work. 0 turns the noise off; ten times a task's noise already drowns what it observes.
 NoiseScale = Annotated[float, Range(0.0, 10.0, why="a multiple of the task's noise; 0 turns it off")]
+# The physics buffers a task on terrain sizes (``task.nconmax=64 task.njmax=400``): contacts a world, pooled over the
+# worlds, and one world's constraint rows. Too small, and the overflow counters in ``health`` say so; too large, and
+# every solver kernel launched over the rows pays for the empty ones.
+ContactsPerWorld = Annotated[int, Range(1, 1024, why="contacts a world, pooled over the worlds")]
+ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's solve holds")]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import NoiseScale, TaskConfig
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, TaskConfig
 from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
 from unilab.tasks.randomization import Randomization
@@ -42,9 +42,12 @@ def make_task(
     randomization: Randomization = RANDOMIZATION,
     terrain: TerrainConfig = TERRAIN,
     terrain_level: int | str | None = None,
+    nconmax: ContactsPerWorld = ROUGH.nconmax,
+    njmax: ConstraintRows = ROUGH.njmax,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
-    ``noise_scale`` multiplies the observation noise, the scan's included."""
-    rough = dataclasses.replace(ROUGH, terrain=terrain)
+    ``noise_scale`` multiplies the observation noise, the scan's included; ``nconmax`` and ``njmax`` size the physics
+    buffers (``ROUGH``'s comment says why they are what they are)."""
+    rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

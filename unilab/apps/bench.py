@@ -30,6 +30,7 @@ from unilab.run.progress import announce
 from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.sim import (
     BACKENDS,
+    BROADPHASES,
     SimBackend,
     SimCapacityError,
     SimConfig,
@@ -156,6 +157,7 @@ def bench_physics(
         "ls_iterations": backend.model.opt.ls_iterations,
         "nconmax": config.nconmax,
         "njmax": config.njmax,
+        "broadphase": backend.broadphase_name(),
         "eager_steps_per_sec": round(eager, 1),
         "captured_steps_per_sec": None if captured is None else round(captured, 1),
         "overflows": backend.overflow_counts(),
@@ -434,6 +436,9 @@ def _parser() -> ArgumentParser:
     phys.add_argument(
         "--terrain", choices=LAYOUTS, default=None, help="on the rough walk's terrain grid, in this layout"
     )
+    phys.add_argument(
+        "--broadphase", choices=BROADPHASES, default=None, help="MuJoCo Warp's pair search (default: its own choice)"
+    )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, "env")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
@@ -523,7 +528,11 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
     if bad:
         parser.error(", ".join(f"{k} must be >= 1, got {v}" for k, v in bad.items()))
     config = SimConfig(
-        iterations=args.iterations, ls_iterations=args.ls_iterations, nconmax=args.nconmax, njmax=args.njmax
+        iterations=args.iterations,
+        ls_iterations=args.ls_iterations,
+        nconmax=args.nconmax,
+        njmax=args.njmax,
+        broadphase=args.broadphase,
     )
     for n in sizes:  # every size first: a refused last size would otherwise come after the others' runs
         try:

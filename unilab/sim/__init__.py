@@ -8,6 +8,7 @@ import mujoco
 import torch
 
 from unilab.sim.base import (
+    BROADPHASES,
     MODEL_PARAMS,
     STATE_FIELDS,
     Capabilities,
@@ -25,6 +26,7 @@ _DEVICES = {"mjwarp": (("cuda", "cpu"), "a CUDA device or on the CPU"), "mujoco"
 
 __all__ = [
     "BACKENDS",
+    "BROADPHASES",
     "MODEL_PARAMS",
     "STATE_FIELDS",
     "Capabilities",

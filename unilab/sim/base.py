@@ -45,6 +45,11 @@ class SimCapacityError(SimError):
     """Contacts or constraint rows overflowed their preallocated capacity."""
 
 
+# MuJoCo Warp's broadphases: every pair of geoms that may touch, or a sweep and prune over each world's geoms sorted
+# along one axis (in tiles, or segmented over the worlds).
+BROADPHASES = ("nxn", "sap_tile", "sap_segmented")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Physics settings a task chooses; ``None`` keeps the MJCF's value.
@@ -54,6 +59,8 @@ class SimConfig:
     device backends; overflow is counted (see ``SimBackend.overflow_counts``).
     ``per_world`` names the ``MODEL_PARAMS`` each world carries in its state instead of sharing the
     model's; a backend writes them into the model before every step, so only what a task varies costs.
+    ``broadphase`` picks MuJoCo Warp's pair search (``BROADPHASES``; None: its own choice by the number of geom
+    pairs, all pairs below 250 000); C MuJoCo has its own and ignores it.
     """
 
     substeps: int = 3
@@ -63,8 +70,11 @@ class SimConfig:
     nconmax: int = 64
     njmax: int = 400
     per_world: tuple[str, ...] = ()
+    broadphase: str | None = None
 
     def __post_init__(self) -> None:
+        if self.broadphase is not None and self.broadphase not in BROADPHASES:
+            raise ValueError(f"SimConfig.broadphase must be one of {', '.join(BROADPHASES)}, got {self.broadphase!r}")
         unknown = sorted(set(self.per_world) - set(MODEL_PARAMS))
         if unknown:
             raise ValueError(f"SimConfig.per_world: unknown model parameter(s) {unknown}; known: {list(MODEL_PARAMS)}")
@@ -286,6 +296,11 @@ class SimBackend(ABC):
         all worlds together and the most constraint rows of one world after any physics step (substeps included),
         on the backend's device. ``SimConfig`` sizes the buffers per world (``nconmax`` on average, ``njmax`` each),
         so these say how much headroom a task's sizes leave."""
+
+    def broadphase_name(self) -> str | None:
+        """The pair search this backend's collision detection runs (a name of ``BROADPHASES``); None where the
+        engine has one only (C MuJoCo)."""
+        return None
 
     def solver_limit_tensor(self) -> torch.Tensor:
         """Control steps so far in which the constraint solver (or its line search) stopped at its iteration limit

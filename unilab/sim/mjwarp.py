@@ -166,6 +166,8 @@ class MjWarpBackend(SimBackend):
             # other model field stays shared (leading dimension 1).
             self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
             self._m.opt.warn_overflow = int(self._m.opt.warn_overflow) & ~SOLVER_LIMITS
+            if config.broadphase is not None:
+                self._m.opt.broadphase = mjw.BroadphaseType[config.broadphase.upper()]
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
         began = time.perf_counter()
         preload_step_modules(self._wp_device)
@@ -316,6 +318,9 @@ class MjWarpBackend(SimBackend):
 
     def solver_limit_tensor(self) -> torch.Tensor:
         return self._solver_limits
+
+    def broadphase_name(self) -> str:
+        return mjw.BroadphaseType(int(self._m.opt.broadphase)).name.lower()
 
     def peak_tensor(self) -> torch.Tensor:
         return torch.cat([self._peak_contacts, self._peak_rows.amax().reshape(1)])

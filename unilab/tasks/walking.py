@@ -223,7 +223,7 @@ def make_walk(
     scale = torch.tensor(robot.action_scale) if isinstance(robot.action_scale, tuple) else float(robot.action_scale)
     physics = spec.physics
     if rough is not None:
-        physics = dataclasses.replace(physics, nconmax=rough.nconmax, njmax=rough.njmax)
+        physics = dataclasses.replace(physics, nconmax=rough.nconmax, njmax=rough.njmax, broadphase=rough.broadphase)
     task = TaskConfig(
         name=name or spec.name,
         scene=spec.scene,
@@ -332,7 +332,8 @@ class RoughSpec:
     ``straight_commands`` is the share of episodes whose command does not turn, so that robots cross their tiles
     (a turning command held for an episode walks a circle). ``tilt_ends_episode`` keeps the walk's tilt
     termination (a quadruped on a slope or a step tilts far and recovers); ``touchdown_bodies`` end an episode when
-    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees)."""
+    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees). ``broadphase`` picks MuJoCo
+    Warp's pair search (``SimConfig.broadphase``): on a terrain each robot geom is paired with every terrain box."""
 
     terrain: TerrainConfig
     max_init_level: int
@@ -343,6 +344,7 @@ class RoughSpec:
     tilt_ends_episode: bool = True
     touchdown_bodies: tuple[str, ...] = ()
     touchdown_height: float = 0.0
+    broadphase: str | None = None
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,12 @@ def make_task(
     terrain_level: int | str | None = None,
     nconmax: ContactsPerWorld = ROUGH.nconmax,
     njmax: ConstraintRows = ROUGH.njmax,
+    broadphase: str | None = None,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; ``nconmax`` and ``njmax`` size the physics
-    buffers (``ROUGH``'s comment says why they are what they are)."""
-    rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax)
+    buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
+    (``unilab.sim.BROADPHASES``; None: its own choice)."""
+    rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

@@ -138,3 +138,20 @@ def test_env_bench_on_a_cpu_defaults_to_sizes_that_end_quickly_and_says_what_it_
     assert measured == [("mujoco", 16, 50), ("mujoco", 64, 50)]
     err = capsys.readouterr().err
     assert "unilab bench: env: 16 g1_walk_flat envs on mujoco (cpu), 50 steps" in err.splitlines()
+
+
+def test_profile_builds_the_task_an_override_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench profile --workload sac task=g1_walk_rough`` profiles the rough walk, not the workload's own task."""
+    import unilab.tasks.registry as registry
+
+    built: list[str] = []
+
+    def refuse(task: str, **_: object) -> None:
+        built.append(task)
+        raise RuntimeError("stop before any env")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(registry, "make_functional_env", refuse)
+    with pytest.raises(RuntimeError, match="stop before any env"):
+        bench.bench_profile("sac", 2048, 1, ["task=g1_walk_rough", "task.njmax=400"])
+    assert built == ["g1_walk_rough"]

@@ -348,7 +348,8 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     flags = CANONICAL_WORKLOADS[workload]
     algo, task = flags[flags.index("--algo") + 1], flags[flags.index("--task") + 1]
     cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
-    env = make_functional_env(task, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
+    # the composed task: an override ``task=...`` replaces the workload's
+    env = make_functional_env(cfg.task.name, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
     trainer = OffPolicyTrainer(env, cfg.algo)
     while not trainer.ready:
         trainer.collect()
@@ -373,6 +374,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     return {
         "bench": "profile",
         "workload": workload,
+        "task": cfg.task.name,
         "num_envs": num_envs,
         "replays": replays,
         "graphs": result,

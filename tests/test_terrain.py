@@ -312,3 +312,25 @@ def test_bench_physics_steps_robots_on_the_terrain(capsys: pytest.CaptureFixture
     bench.main(["physics", "--terrain", "tiled", "--sim", "mujoco", "--num-envs", "3", "--steps", "2"])
     row = json.loads(capsys.readouterr().out)
     assert row["scene"] == "terrain/tiled" and row["num_envs"] == 3 and row["eager_steps_per_sec"] > 0
+
+
+def test_bench_physics_can_stand_every_robot_on_one_terrain_type(monkeypatch, capsys: pytest.CaptureFixture) -> None:
+    """``--tiles`` tells a terrain type's cost apart: every world stands on one of that type's tiles."""
+    from unilab.apps import bench
+
+    seen: list[torch.Tensor] = []
+    stand = bench.stand_state
+    monkeypatch.setattr(
+        bench, "stand_state", lambda b, seed, origins=None: seen.append(origins) or stand(b, seed, origins)
+    )
+    args = ["--terrain", "tiled", "--tiles", "pyramid_slope", "--sim", "mujoco", "--num-envs", "3", "--steps", "1"]
+    bench.main(["physics", *args])
+    assert json.loads(capsys.readouterr().out)["tiles"] == "pyramid_slope"
+    grid = generate(dataclasses.replace(bench.ROUGH_TERRAIN, layout="tiled"))
+    column = bench.ROUGH_TERRAIN.types.index("pyramid_slope")
+    torch.testing.assert_close(seen[0], torch.as_tensor(grid.origins[:, column], dtype=torch.float32))
+    with pytest.raises(SystemExit):
+        bench.main(["physics", "--tiles", "random_rough", "--num-envs", "2"])
+    assert (
+        capsys.readouterr().err.splitlines()[-1].endswith("--tiles needs --terrain (the tiles are the terrain grid's)")
+    )

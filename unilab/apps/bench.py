@@ -116,15 +116,23 @@ def check_physics_memory(sim: str, num_envs: int, device: str | None, config: Si
 
 
 def bench_physics(
-    sim: str, num_envs: int, steps: int, device: str | None, config: SimConfig, terrain: str | None = None
+    sim: str,
+    num_envs: int,
+    steps: int,
+    device: str | None,
+    config: SimConfig,
+    terrain: str | None = None,
+    tiles: str | None = None,
 ) -> dict:
     """The G1 standing, stepped at the stand targets; with ``terrain`` (a layout, ``unilab.terrain.scene``) on the
-    rough walk's terrain grid, the worlds spread over its tiles' centres, instead of the flat scene's plane."""
+    rough walk's terrain grid, the worlds spread over its tiles' centres, instead of the flat scene's plane; with
+    ``tiles`` (a terrain type of the grid) over that type's tiles only, so each type's cost can be told apart."""
     origins = None
     if terrain is not None:
         grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain))
         model = terrain_model(g1.SCENE, grid)
-        origins = torch.as_tensor(grid.origins.reshape(-1, 3), dtype=torch.float32)
+        centres = grid.origins if tiles is None else grid.origins[:, [ROUGH_TERRAIN.types.index(tiles)]]
+        origins = torch.as_tensor(centres.reshape(-1, 3), dtype=torch.float32)
     else:
         model = g1.load_model()
     backend = make_backend(sim, model, num_envs, device=device, config=config)
@@ -147,6 +155,7 @@ def bench_physics(
         "bench": "physics",
         "sim": sim,
         "scene": f"terrain/{terrain}" if terrain else "flat",
+        "tiles": tiles,
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "num_envs": num_envs,
@@ -441,6 +450,12 @@ def _parser() -> ArgumentParser:
     phys.add_argument(
         "--broadphase", choices=BROADPHASES, default=None, help="MuJoCo Warp's pair search (default: its own choice)"
     )
+    phys.add_argument(
+        "--tiles",
+        choices=ROUGH_TERRAIN.types,
+        default=None,
+        help="with --terrain: every world on that terrain type's tiles (default: spread over all of them)",
+    )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, "env")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
@@ -529,6 +544,8 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
     bad = {k: v for k, v in given.items() if v is not None and v < 1}
     if bad:
         parser.error(", ".join(f"{k} must be >= 1, got {v}" for k, v in bad.items()))
+    if args.tiles is not None and args.terrain is None:
+        parser.error("--tiles needs --terrain (the tiles are the terrain grid's)")
     config = SimConfig(
         iterations=args.iterations,
         ls_iterations=args.ls_iterations,
@@ -544,6 +561,8 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
     for n in sizes:
         announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
-            print(json.dumps(bench_physics(sim, n, args.steps, args.device, config, args.terrain)), flush=True)
+            print(
+                json.dumps(bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles)), flush=True
+            )
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such
             parser.error(f"{n} worlds: {exc}")

@@ -1,4 +1,4 @@
-"""Naming a call's Warp kernels without launching them, then building them side by side (``unilab.sim.kernel_prebuild``)."""
+"""Naming a call's Warp kernels without launching them, then building them side by side."""
 
 from __future__ import annotations
 

@@ -221,6 +221,26 @@ def test_eval_series_finds_the_first_checkpoint_meeting_the_thresholds(tiny_run:
     assert (saved["first_meeting_thresholds"] or {}).get("iteration") == expected
 
 
+def test_a_series_builds_each_env_once_and_scores_as_evals_one_by_one(
+    tiny_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoints of a series share one env per suite (it is pure: only the policy changes between them), and a
+    checkpoint scores in a series exactly as alone."""
+    from unilab.apps import eval as eval_app
+
+    args = ["--num-envs", "2", "--episode-s", "0.1"]
+    alone = main(["--checkpoint", str(tiny_run / "model_3.pt"), *args, "--out", str(tmp_path / "alone")])
+    built = []
+    build = eval_app.build_env
+    monkeypatch.setattr(eval_app, "build_env", lambda *a, **k: built.append(1) or build(*a, **k))
+    checkpoints = [str(tiny_run / name) for name in ("model_2.pt", "model_3.pt")]
+    series = main(["--checkpoint", *checkpoints, *args, "--suite", "nominal", "push", "--out", str(tmp_path / "both")])
+    assert len(built) == 2  # one env per suite, for both checkpoints
+    in_series = next(r for r in series["nominal"]["results"] if r["iteration"] == 3)
+    figures = ("fall_rate", "lin_vel_error", "steps")
+    assert {k: in_series[k] for k in figures} == {k: alone[k] for k in figures}
+
+
 def test_an_eval_says_where_its_seconds_went(tiny_run: Path, tmp_path: Path, capsys) -> None:
     began = time.perf_counter()
     main(

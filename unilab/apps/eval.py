@@ -150,13 +150,15 @@ def evaluate(
     episodes_s: float | None = None,
     out: Path | None = None,
     suite: str = "nominal",
+    envs: dict[str, FunctionalEnv] | None = None,
 ) -> dict[str, Any]:
     """Score a policy on ``num_envs`` seeded first episodes and write its summary (``summary_name``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set. A task
     with named starts (``EvalMetrics.starts``) is scored once per start; the first heads the summary.
-    ``suite`` adds a perturbation (``SUITES``) to those conditions.
+    ``suite`` adds a perturbation (``SUITES``) to those conditions. ``envs`` keeps the envs built, keyed by what
+    they were built from, for the next call to reuse (``evaluate_series``: the env is pure, only the policy changes).
     """
     source = policy_source(checkpoint, onnx, task)
     ckpt, task, overrides = source.checkpoint, source.task, source.overrides
@@ -175,7 +177,12 @@ def evaluate(
     spent = dict.fromkeys(("build", "rollout", "score"), 0.0)
     for name, config in configs.items():
         began = time.perf_counter()
-        env = build_env(config, sim=sim, num_envs=num_envs, device=device)
+        key = repr((task, suite, name, runs[name], sim, num_envs, str(device)))
+        env = envs.get(key) if envs is not None else None
+        if env is None:
+            env = build_env(config, sim=sim, num_envs=num_envs, device=device)
+            if envs is not None:
+                envs[key] = env
         if policy is None:
             policy = source.policy(env)
         start = "" if name == "reset" else f", {name}"  # said once the policy fits: a refusal stays one line
@@ -381,7 +388,8 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         if target in targets:
             raise InputError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
-    results = [evaluate(path, None, out=out, **kwargs) for path in checkpoints]
+    envs: dict[str, FunctionalEnv] = {}  # one env per suite and start, for every checkpoint
+    results = [evaluate(path, None, out=out, envs=envs, **kwargs) for path in checkpoints]
     results.sort(key=lambda result: result["iteration"])  # each checkpoint is loaded once, by ``evaluate``
     first = next((r for r in results if r["meets_thresholds"]), None)
     series = {

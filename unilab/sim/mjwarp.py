@@ -33,7 +33,7 @@ import warp as wp
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
 from unilab.sim import hfield_fix
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
-from unilab.sim.kernel_prebuild import Variant, launched_kernels, load_variants
+from unilab.sim.kernel_prebuild import launched_kernels, load_variants
 
 _GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
 # The mjw.Model fields a per-world parameter of the state sets (SimConfig.per_world).
@@ -202,22 +202,24 @@ class MjWarpBackend(SimBackend):
         the first time a step launches them; the next call that steps, resets or builds a backend waits for it.
 
         mujoco_warp creates these kernels inside the step, so they cannot be preloaded by name like
-        ``STEP_MODULES``: a step of a one-world scratch ``mjw.Data`` is first run here with its launches recorded,
-        not made (``unilab.sim.kernel_prebuild``), which creates the kernels and names them; the thread then
-        compiles them side by side, one per core, and steps the scratch data once for real on a Warp stream of its
-        own, which builds anything the recording missed. Stepped as they come, they compiled one after another (on
+        ``STEP_MODULES``: the thread first runs a step of a one-world scratch ``mjw.Data`` with its launches recorded,
+        not made (``unilab.sim.kernel_prebuild``), which creates the kernels and names them, then compiles them side
+        by side, one per core, and steps the scratch data once for real on a Warp stream of its own, which builds
+        anything the recording missed. Stepped as they come, they compiled one after another (on
         an H200 with an empty cache, about 130 s for the rough walk's scene). Warp compiles outside the GIL, so this
         overlaps host work that makes no physics calls, such as tracing a compiled env step. The kernels depend on
         the model's sizes and solver settings, not on the number of worlds, so the real step then builds none.
         """
         _wait_for_builds()
-        with wp.ScopedDevice(self._wp_device):  # on this thread: the recording swaps Warp's launch for everyone
+        _BUILDS.append(_Build(self._build))
+
+    def _build(self) -> None:
+        """The kernels of a recorded scratch step compiled side by side, then a real scratch step for anything the
+        recording missed. The recording swaps Warp's launch for the whole process, which is safe here: every
+        physics call of a backend waits for the builds first, and no other code launches Warp kernels."""
+        with wp.ScopedDevice(self._wp_device):
             d = self._scratch_data()
             variants = launched_kernels(lambda: self._step_and_refresh(d), self._wp_device)
-        _BUILDS.append(_Build(lambda: self._build(variants)))
-
-    def _build(self, variants: list[Variant]) -> None:
-        """The recorded kernels compiled side by side, then a real scratch step for anything they missed."""
         load_variants(variants, self._wp_device)
         self._step_scratch()
 

@@ -18,6 +18,7 @@ from unilab.apps.attribution import (
     kernel_launches,
     phase_profile,
     physics_stage,
+    short_kernel_name,
     tally,
     warp_kernel_stages,
 )
@@ -112,6 +113,16 @@ def test_the_table_gives_each_graph_its_totals_then_its_families() -> None:
     assert lines[5] == "| update, by phase | critic: forward (x8) | 40.0 | 0.500 |"
     assert lines[6] == "| update, by phase | outside the phases | 2.0 | 0.010 |"
     assert "wall 2.500 ms" in lines[7] and "wall 0.700 ms" in lines[8]
+    assert lines[9:12] == ["", "| graph | longest kernels | ms / replay |", "|---|---|---|"]
+    assert lines[12:] == ["| update | `nvjet_gemm` | 0.500 |", "| update | `triton_poi_fused_0` | 0.100 |"]
+
+
+def test_kernel_names_are_shortened_to_what_tells_them_apart() -> None:
+    warp = "ccd_hfield_kernel_builder__locals__ccd_hfield_kernel_1fb08bba_cuda_kernel_forward"
+    assert short_kernel_name(warp) == "ccd_hfield_kernel_builder.ccd_hfield_kernel_1fb08bba"
+    torch_kernel = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(at::native::ReduceOp<float>)"
+    assert short_kernel_name(torch_kernel) == "at::native::reduce_kernel"
+    assert short_kernel_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
 
 
 def test_kernels_are_booked_to_the_innermost_range_that_launched_them() -> None:

@@ -282,4 +282,15 @@ def attribution_table(result: dict) -> str:
     lines.append(f"| **iteration** (env step beside the updates) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
     if result.get("physics_alone_ms") is not None:
         lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
+    lines += ["", "| graph | longest kernels | ms / replay |", "|---|---|---|"]
+    for name, row in graphs.items():
+        lines += [f"| {name} | `{short_kernel_name(k['name'])}` | {k['ms']:.3f} |" for k in row.get("top_kernels", ())]
     return "\n".join(lines)
+
+
+def short_kernel_name(name: str) -> str:
+    """A kernel's name as a table can hold it: a Warp kernel's without its entry point's suffix (its builder and
+    hash kept: two variants of one kernel differ there), a C++ kernel's without its template and argument lists."""
+    if name.endswith(WARP_SUFFIX):
+        return name.removesuffix(WARP_SUFFIX).replace("__locals__", ".")
+    return name.removeprefix("void ").split("<")[0].split("(")[0][:80]

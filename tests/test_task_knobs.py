@@ -32,7 +32,7 @@ def test_each_task_declares_its_plain_knobs() -> None:
         (
             "task.push=1.0",
             "train: error: task.push does not apply to task 'g1_walk_flat'; its task keys are task.obs_noise, "
-            "task.episode_length_s, task.noise_scale",
+            "task.episode_length_s, task.reward_weights, task.noise_scale",
         ),
         ("task.noise_scale=abc", "train: error: task.noise_scale must be of the type of its default, 1.0; got 'abc'"),
         ("task.noise_scale=true", "train: error: task.noise_scale must be of the type of its default, 1.0; got True"),

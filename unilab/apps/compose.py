@@ -33,7 +33,7 @@ from unilab.run.config import (
     validate,
 )
 from unilab.sim import BACKENDS, default_backend
-from unilab.tasks.registry import get_task, list_tasks, override_names
+from unilab.tasks.registry import get_task, list_tasks, make_task, override_names
 from unilab.train.registry import ALGORITHMS
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
@@ -152,6 +152,8 @@ def knob_overrides(overrides: list[str]) -> list[str]:
         knob = key.removeprefix("task.")
         if equals and key.startswith("task.") and "." not in knob and knob not in fixed:
             override = f"++task.knobs.{knob}={value}"
+        elif equals and key.startswith("task.reward_weights."):  # a term of the (empty by default) dict
+            override = f"++{key}={value}"
         rewritten.append(override)
     return rewritten
 
@@ -179,7 +181,11 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         choices = OmegaConf.to_container(composed.pop("hydra").runtime.choices)
     base = schema(algo)
     check_file_bools(choices, base)
-    leaves = {key for key in _leaf_keys(OmegaConf.to_container(composed)) if not key.startswith("task.knobs.")}
+    leaves = {
+        key
+        for key in _leaf_keys(OmegaConf.to_container(composed))
+        if not key.startswith(("task.knobs.", "task.reward_weights."))
+    }
     unknown = sorted(leaves - set(schema_keys(algo)))  # the knobs a task takes are its own: check_task_keys
     if unknown:
         raise ValueError(unknown_key_message(unknown[0]))
@@ -206,12 +212,28 @@ def check_task_keys(cfg: TrainConfig) -> None:
         raise ValueError(
             f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
+    check_reward_weights(cfg.task.name, cfg.task.reward_weights)
     ranges = knob_ranges(cfg.task.name)
     for knob, value in cfg.task.knobs.items():
         if not _fits(knobs[knob], value):
             raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
         if knob in ranges:
             ranges[knob].check(f"task.{knob}", value)
+
+
+def check_reward_weights(task: str, weights: dict[str, float]) -> None:
+    """Weights for terms the task has, each a finite number."""
+    if not weights:
+        return
+    terms = list(make_task(task).rewards)
+    unknown = [term for term in weights if term not in terms]
+    if unknown:
+        raise ValueError(
+            f"task.reward_weights.{unknown[0]}: {task} has no such reward term; its terms: {', '.join(terms)}"
+        )
+    for term, weight in weights.items():
+        if not math.isfinite(weight):
+            raise ValueError(f"task.reward_weights.{term} must be a finite number, got {weight}")
 
 
 def knob_ranges(name: str) -> dict[str, Range]:

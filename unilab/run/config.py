@@ -48,6 +48,11 @@ class TaskSelection:
     # The task's other knobs, its config factory's keyword arguments of plain type (``task.noise_scale=0.5`` lands
     # here as ``noise_scale``; unilab.apps.compose.task_knobs lists a task's).
     knobs: dict[str, Any] = field(default_factory=dict)
+    # A reward term's weight in place of the task's (``task.reward_weights.penalty_action_rate=-0.1``), as Isaac Lab
+    # and mjlab users set ``rewards.<term>.weight``; the names are the task's reward terms.
+    reward_weights: dict[str, float] = field(
+        default_factory=dict, metadata={"help": "reward terms' weights in place of the task's", "bounds": None}
+    )
 
 
 @dataclass
@@ -195,4 +200,6 @@ def task_overrides(cfg: TrainConfig) -> dict[str, Any]:
         overrides["episode_length_s"] = cfg.task.episode_length_s
     if cfg.task.failure_look_back is not None:
         overrides["failure_look_back"] = cfg.task.failure_look_back
+    if cfg.task.reward_weights:
+        overrides["reward_weights"] = dict(cfg.task.reward_weights)
     return {**overrides, **cfg.task.knobs}

@@ -106,16 +106,18 @@ def _override_kinds(name: str) -> tuple[set[str], set[str]]:
 def override_names(name: str) -> set[str]:
     """The overrides ``make_task(name, ...)`` takes: its factory's arguments and the ``TaskConfig`` fields."""
     accepted, fields = _override_kinds(name)
-    return accepted | fields
+    return accepted | fields | {"reward_weights"}
 
 
 def make_task(name: str, **overrides: Any) -> TaskConfig:
     """The named task's config.
 
     ``overrides`` the task factory takes (e.g. ``motion_file``) shape how the task is built;
-    the rest replace fields of the built ``TaskConfig``.
+    ``reward_weights`` (term name to weight) replaces those terms' weights; the rest replace fields of the built
+    ``TaskConfig``.
     """
     accepted, fields = _override_kinds(name)
+    weights = overrides.pop("reward_weights", None) or {}
     build = {k: v for k, v in overrides.items() if k in accepted}
     replace = {k: v for k, v in overrides.items() if k not in accepted}
     unknown = sorted(set(replace) - fields)
@@ -124,7 +126,14 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
             f"unknown override(s) {unknown} for task {name!r}; TaskConfig fields: {sorted(fields)}, "
             f"task arguments: {sorted(accepted)}"
         )
-    return dataclasses.replace(get_task(name).make_config(**build), **replace)
+    task = dataclasses.replace(get_task(name).make_config(**build), **replace)
+    unknown = sorted(set(weights) - set(task.rewards))
+    if unknown:
+        raise ValueError(f"reward_weights: {name} has no reward term(s) {unknown}; its terms: {list(task.rewards)}")
+    rewards = {
+        term: dataclasses.replace(t, weight=float(weights.get(term, t.weight))) for term, t in task.rewards.items()
+    }
+    return dataclasses.replace(task, rewards=rewards) if weights else task
 
 
 def make_functional_env(

@@ -127,13 +127,16 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
             f"task arguments: {sorted(accepted)}"
         )
     task = dataclasses.replace(get_task(name).make_config(**build), **replace)
+    if not weights:
+        return task
     unknown = sorted(set(weights) - set(task.rewards))
     if unknown:
         raise ValueError(f"reward_weights: {name} has no reward term(s) {unknown}; its terms: {list(task.rewards)}")
     rewards = {
-        term: dataclasses.replace(t, weight=float(weights.get(term, t.weight))) for term, t in task.rewards.items()
+        term: dataclasses.replace(t, weight=float(weights[term])) if term in weights else t
+        for term, t in task.rewards.items()
     }
-    return dataclasses.replace(task, rewards=rewards) if weights else task
+    return dataclasses.replace(task, rewards=rewards)
 
 
 def make_functional_env(

@@ -47,11 +47,12 @@ def test_every_numeric_knob_of_a_shipped_task_has_a_range(task: str) -> None:
 
 @pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
 def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
-    """``bench train`` and ``train`` size the buffers and pick the pair search from the command line; a zero is refused
-    in one line."""
+    """``bench train`` and ``train`` size the buffers, pick the pair search and the geoms on height fields from the
+    command line; a zero is refused in one line."""
     physics = make_task(task, nconmax=64, njmax=400, broadphase="sap_tile").physics
     assert (physics.nconmax, physics.njmax, physics.broadphase) == (64, 400, "sap_tile")
     assert make_task(task).physics.broadphase is None
+    assert make_task(task, hfield_geoms=".*foot.*").terrain.hfield_geoms == ".*foot.*"
     with pytest.raises(SystemExit):
         main(["--cfg", "sim=mujoco", f"task={task}", "task.njmax=0"])
     assert capsys.readouterr().err.splitlines() == [

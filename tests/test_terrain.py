@@ -90,6 +90,7 @@ def test_each_type_follows_its_rows_difficulty() -> None:
         ({"stairs_platform": 7.0}, "terrain stairs platform and borders take 9 m of a 8 m tile"),
         ({"surface_scale": 0.15}, "terrain surface_scale 0.15 m must be a whole multiple of horizontal_scale 0.1 m"),
         ({"surface_scale": 0.05}, "terrain surface_scale 0.05 m must be a whole multiple of horizontal_scale 0.1 m"),
+        ({"hfield_geoms": "foot["}, "terrain hfield_geoms 'foot[' is not a regular expression"),
     ],
 )
 def test_a_grid_that_makes_no_terrain_is_refused_in_one_line(change: dict, message: str) -> None:
@@ -334,3 +335,53 @@ def test_bench_physics_can_stand_every_robot_on_one_terrain_type(monkeypatch, ca
     assert (
         capsys.readouterr().err.splitlines()[-1].endswith("--tiles needs --terrain (the tiles are the terrain grid's)")
     )
+
+
+SOLE = r".*_foot_sphere[1-4]_collision"
+
+
+def _contacts_standing_on(model: mujoco.MjModel, origin: np.ndarray) -> list[tuple[str, int]]:
+    """Each contact of the G1 standing at ``origin``: its robot geom's name and the terrain geom's type."""
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, 0)
+    data.qpos[:3] += origin
+    mujoco.mj_forward(model, data)
+    pairs = []
+    for contact in data.contact[: data.ncon]:
+        terrain, robot = sorted(contact.geom, key=lambda g: model.geom_bodyid[g])
+        pairs.append((model.geom(robot).name, int(model.geom_type[terrain])))
+    return pairs
+
+
+def test_only_the_named_geoms_touch_the_height_fields_and_every_geom_touches_the_boxes() -> None:
+    config = dataclasses.replace(SMALL, types=("random_rough", "pyramid_stairs"), layout="terraced")
+    everything, narrowed = (
+        terrain_model(g1.SCENE, generate(dataclasses.replace(config, hfield_geoms=pattern))) for pattern in (None, SOLE)
+    )
+    grid = generate(config)
+    field = mujoco.mjtGeom.mjGEOM_HFIELD
+    on_field = {name for name, kind in _contacts_standing_on(everything, grid.origins[2, 0]) if kind == field}
+    assert any("sphere" in name for name in on_field) and any("sphere" not in name for name in on_field)
+    narrowed_on_field = _contacts_standing_on(narrowed, grid.origins[2, 0])
+    assert narrowed_on_field and {kind for _, kind in narrowed_on_field} == {field}
+    assert {name for name, _ in narrowed_on_field} <= {n for n in on_field if "sphere" in n}
+    # On the stairs' boxes the narrowed scene keeps every contact: the capsules of the sole stand there as before.
+    stairs = grid.origins[2, 1]
+    assert sorted(_contacts_standing_on(narrowed, stairs)) == sorted(_contacts_standing_on(everything, stairs))
+    assert any("sphere" not in name for name, _ in _contacts_standing_on(narrowed, stairs))
+
+
+def test_a_pattern_that_names_no_robot_geom_on_the_floor_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^terrain hfield_geoms 'floor' matches no robot geom that touches the floor$"):
+        terrain_model(g1.SCENE, generate(dataclasses.replace(SMALL, hfield_geoms="floor")))
+
+
+def test_bench_physics_narrows_the_geoms_on_height_fields(capsys: pytest.CaptureFixture) -> None:
+    from unilab.apps import bench
+
+    args = ["--terrain", "terraced", "--sim", "mujoco", "--num-envs", "2", "--steps", "1"]
+    bench.main(["physics", *args, "--hfield-geoms", SOLE])
+    assert json.loads(capsys.readouterr().out)["hfield_geoms"] == SOLE
+    with pytest.raises(SystemExit):
+        bench.main(["physics", *args, "--hfield-geoms", "nothing"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("matches no robot geom that touches the floor")

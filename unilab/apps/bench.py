@@ -40,7 +40,7 @@ from unilab.sim import (
     state_shapes,
 )
 from unilab.tasks.g1_walk_rough.config import TERRAIN as ROUGH_TERRAIN
-from unilab.terrain import generate, terrain_model
+from unilab.terrain import generate, terrain_model, terrain_spec
 from unilab.terrain.generator import LAYOUTS
 
 
@@ -123,13 +123,15 @@ def bench_physics(
     config: SimConfig,
     terrain: str | None = None,
     tiles: str | None = None,
+    hfield_geoms: str | None = None,
 ) -> dict:
     """The G1 standing, stepped at the stand targets; with ``terrain`` (a layout, ``unilab.terrain.scene``) on the
     rough walk's terrain grid, the worlds spread over its tiles' centres, instead of the flat scene's plane; with
-    ``tiles`` (a terrain type of the grid) over that type's tiles only, so each type's cost can be told apart."""
+    ``tiles`` (a terrain type of the grid) over that type's tiles only, so each type's cost can be told apart;
+    ``hfield_geoms`` narrows the geoms that touch its height fields (``TerrainConfig.hfield_geoms``)."""
     origins = None
     if terrain is not None:
-        grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain))
+        grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain, hfield_geoms=hfield_geoms))
         model = terrain_model(g1.SCENE, grid)
         centres = grid.origins if tiles is None else grid.origins[:, [ROUGH_TERRAIN.types.index(tiles)]]
         origins = torch.as_tensor(centres.reshape(-1, 3), dtype=torch.float32)
@@ -156,6 +158,7 @@ def bench_physics(
         "sim": sim,
         "scene": f"terrain/{terrain}" if terrain else "flat",
         "tiles": tiles,
+        "hfield_geoms": hfield_geoms,
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "num_envs": num_envs,
@@ -456,6 +459,12 @@ def _parser() -> ArgumentParser:
         default=None,
         help="with --terrain: every world on that terrain type's tiles (default: spread over all of them)",
     )
+    phys.add_argument(
+        "--hfield-geoms",
+        default=None,
+        metavar="REGEX",
+        help="with --terrain: only the robot geoms whose names match touch the height fields (default: all)",
+    )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, "env")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
@@ -546,6 +555,13 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
         parser.error(", ".join(f"{k} must be >= 1, got {v}" for k, v in bad.items()))
     if args.tiles is not None and args.terrain is None:
         parser.error("--tiles needs --terrain (the tiles are the terrain grid's)")
+    if args.hfield_geoms is not None:
+        if args.terrain is None:
+            parser.error("--hfield-geoms needs --terrain (the height fields are the terrain grid's)")
+        try:  # a pattern that is no regular expression, or names no geom, before any world is built
+            terrain_spec(g1.SCENE, generate(dataclasses.replace(ROUGH_TERRAIN, hfield_geoms=args.hfield_geoms)))
+        except ValueError as exc:
+            parser.error(str(exc))
     config = SimConfig(
         iterations=args.iterations,
         ls_iterations=args.ls_iterations,
@@ -562,7 +578,10 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
         announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
             print(
-                json.dumps(bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles)), flush=True
+                json.dumps(
+                    bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, args.hfield_geoms)
+                ),
+                flush=True,
             )
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such
             parser.error(f"{n} worlds: {exc}")

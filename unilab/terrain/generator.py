@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,6 +65,10 @@ class TerrainConfig:
     roughness: tuple[float, float] = (0.02, 0.1)  # the random surface's largest height
     roughness_step: float = 0.02  # the random surface's heights are multiples of this
     layout: str = "tiled"  # how the scene holds the map (``LAYOUTS``, ``unilab.terrain.scene``)
+    # The robot geoms (a regular expression their whole name matches) that touch the height-field pieces; None: every
+    # geom that touches the floor. Each geom against a height field tests every cell under it, one by one, so a foot
+    # of many overlapping capsules costs that many times a contact; its boxes (level pieces, stairs) touch them all.
+    hfield_geoms: str | None = None
 
     @property
     def cols(self) -> int:
@@ -230,6 +235,13 @@ def check(cfg: TerrainConfig) -> None:
         raise ValueError(f"unknown terrain type {unknown[0]!r}; known types: {', '.join(TERRAIN_TYPES)}")
     if cfg.layout not in LAYOUTS:
         raise ValueError(f"unknown terrain layout {cfg.layout!r}; known layouts: {', '.join(LAYOUTS)}")
+    if cfg.hfield_geoms is not None:
+        try:
+            re.compile(cfg.hfield_geoms)
+        except re.error as error:
+            raise ValueError(
+                f"terrain hfield_geoms {cfg.hfield_geoms!r} is not a regular expression: {error}"
+            ) from None
     if not 0 <= cfg.seed < 2**63:
         raise ValueError(f"terrain seed must be in [0, 2**63), got {cfg.seed}")
     for what, taken in (

@@ -15,13 +15,16 @@ one piece, and each piece's cells split along the same diagonal as the map's, so
 ``unilab.mdp.terrain.surface_height`` reads what a ray cast onto either scene hits. A tiled piece whose samples lie
 on the triangles of every ``surface_factor``-th of them (the slopes and the random surface, drawn at
 ``surface_scale``) is built from those: the same surface, with fewer cells for a contact to test (a height-field
-contact tests every cell under the geom, one by one). The model is built through ``MjSpec`` from the terrain's
-data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the same compiled model.
+contact tests every cell under the geom, one by one). The config's ``hfield_geoms`` narrows which robot geoms touch
+the height-field pieces, through a contact bit of their own that no other geom carries. The model is built through
+``MjSpec`` from the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the same compiled
+model.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,6 +123,31 @@ def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
     )
 
 
+def _height_field_contacts(spec: mujoco.MjSpec, floor: dict, pattern: str | None) -> dict:
+    """The height-field pieces' contact settings: the floor's, or, where ``pattern`` names the robot geoms that touch
+    them, a contact type bit no geom of the scene uses, which only those geoms' affinity then carries."""
+    if pattern is None:
+        return floor
+    used = 0
+    for geom in spec.geoms:
+        used |= geom.contype | geom.conaffinity
+    free = [1 << k for k in range(31) if not used & (1 << k)]
+    if not free:
+        raise ValueError("terrain hfield_geoms needs a contact bit the scene leaves free; its geoms use all 31")
+    on_floor = [
+        geom
+        for geom in spec.geoms
+        if geom.parent.name != spec.worldbody.name
+        and (geom.contype & floor["conaffinity"] or geom.conaffinity & floor["contype"])
+    ]
+    named = [geom for geom in on_floor if re.fullmatch(pattern, geom.name)]
+    if not named:
+        raise ValueError(f"terrain hfield_geoms {pattern!r} matches no robot geom that touches the floor")
+    for geom in named:
+        geom.conaffinity |= free[0]
+    return {**floor, "contype": free[0], "conaffinity": 0}
+
+
 def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
     """``scene`` (an MJCF with a geom named ``floor``) with that floor replaced by ``terrain`` in its config's
     ``layout``, keeping the floor's contact settings and material."""
@@ -129,9 +157,10 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         raise ValueError(f"{scene} has no geom named {FLOOR!r} for the terrain to replace")
     floor = {"contype": geom.contype, "conaffinity": geom.conaffinity, "material": geom.material}
     spec.delete(geom)
+    fields = _height_field_contacts(spec, floor, terrain.config.hfield_geoms)
     scale = terrain.config.horizontal_scale
     if terrain.config.layout == "single":
-        _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, floor)
+        _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, fields)
         return spec
     for name, heights, x, y in _pieces(terrain):
         # A level piece is one terrace: a box in every layout but ``single``.
@@ -139,7 +168,7 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         boxes = terraces(heights) if level or terrain.config.layout == "terraced" else None
         if boxes is None:
             samples, spacing = _coarsest(heights, scale, terrain.config.surface_factor)
-            _add_height_field(spec, name, samples, (x, y), spacing, floor)
+            _add_height_field(spec, name, samples, (x, y), spacing, fields)
         else:
             _add_boxes(spec, name, boxes, heights.shape, (x, y), scale, floor)
     return spec

@@ -155,3 +155,46 @@ def test_profile_builds_the_task_an_override_names(monkeypatch: pytest.MonkeyPat
     with pytest.raises(RuntimeError, match="stop before any env"):
         bench.bench_profile("sac", 2048, 1, ["task=g1_walk_rough", "task.njmax=400"])
     assert built == ["g1_walk_rough"]
+
+
+def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Held at its stand targets the G1 falls within a second or so; ``bench physics`` times only steps taken from the
+    stand, so what it reports is the cost of robots on their feet."""
+    from unilab.sim import make_backend
+
+    pelvis_heights: list[torch.Tensor] = []
+
+    def spied(*args, **kwargs):
+        backend = make_backend(*args, **kwargs)
+        step = backend.step_
+
+        def step_(state, ctrl) -> None:
+            step(state, ctrl)
+            pelvis_heights.append(state["qpos"][:, 2].clone())
+
+        backend.step_ = step_
+        return backend
+
+    monkeypatch.setattr(bench, "make_backend", spied)
+    steps = 3 * bench.STAND_STEPS
+    bench.main(["physics", "--sim", "mujoco", "--num-envs", "4", "--steps", str(steps)])
+    row = json.loads(capsys.readouterr().out)
+    assert row["stand_steps"] == bench.STAND_STEPS and row["eager_steps_per_sec"] > 0
+    assert len(pelvis_heights) == 1 + steps  # the untimed first step, then the timed ones
+    assert min(float(h.min()) for h in pelvis_heights) > 0.6
+
+
+def test_the_stand_stays_up_for_the_steps_timed_at_a_time_and_falls_later() -> None:
+    """``STAND_STEPS`` is short enough: from the stand every robot is still up after it, and most are down after three
+    times as many steps (which is why the timing starts again from the stand)."""
+    from unilab.robots import g1
+    from unilab.sim import SimConfig, make_backend
+
+    backend = make_backend("mujoco", g1.load_model(), 8, config=SimConfig())
+    state, ctrl = bench.stand_state(backend, seed=0), bench.stand_ctrl(backend)
+    heights = []
+    for _ in range(3 * bench.STAND_STEPS):
+        backend.step_(state, ctrl)
+        heights.append(state["qpos"][:, 2].clone())
+    assert float(heights[bench.STAND_STEPS - 1].min()) > 0.6
+    assert int((heights[-1] < 0.5).sum()) > 4

@@ -44,9 +44,11 @@ from unilab.terrain import generate, terrain_model, terrain_spec
 from unilab.terrain.generator import LAYOUTS
 
 
-def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """A state with every world at the stand keyframe and a small random root velocity, so worlds differ; with
-    ``origins`` (k, 3), world ``i`` stands at origin ``i mod k`` (a terrain's tiles)."""
+def stand_pose(
+    backend: SimBackend, seed: int, origins: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every world's joint positions and velocities at the stand keyframe, with a small random root velocity so that
+    worlds differ; with ``origins`` (k, 3), world ``i`` stands at origin ``i mod k`` (a terrain's tiles)."""
     gen = torch.Generator().manual_seed(seed)
     n, model = backend.num_worlds, backend.model
     qpos = torch.tensor(model.key_qpos[0], dtype=torch.float32).repeat(n, 1)
@@ -54,9 +56,14 @@ def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = N
         qpos[:, :3] += origins[torch.arange(n) % origins.shape[0]]
     qvel = torch.zeros(n, model.nv)
     qvel[:, :6] = torch.rand(n, 6, generator=gen) - 0.5
+    return qpos.to(backend.device), qvel.to(backend.device)
+
+
+def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """A state with every world at ``stand_pose``."""
     state = backend.initial_state()
-    mask = torch.ones(n, dtype=torch.bool)
-    backend.reset_(state, mask.to(backend.device), qpos.to(backend.device), qvel.to(backend.device))
+    everyone = torch.ones(backend.num_worlds, dtype=torch.bool, device=backend.device)
+    backend.reset_(state, everyone, *stand_pose(backend, seed, origins))
     return state
 
 
@@ -66,13 +73,30 @@ def stand_ctrl(backend: SimBackend) -> torch.Tensor:
     return ctrl.expand(backend.num_worlds, -1).contiguous()
 
 
-def _rate(run: Callable[[], None], steps: int, num_envs: int, device: torch.device) -> float:
-    settle(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        run()
-    settle(device)
-    return steps * num_envs / (time.perf_counter() - start)
+STAND_STEPS = 20
+"""Control steps timed from the stand at a time. Held at its stand targets with no policy, the G1 is still up after
+25 steps and most robots are down by 50; a fallen robot's contacts are not a walking one's (fewer rows; on a height
+field a geom that no longer touches it sinks in deep, and its convex collision gets dearer)."""
+
+
+def _rate(
+    run: Callable[[], None], steps: int, num_envs: int, device: torch.device, restand: Callable[[], None] | None = None
+) -> float:
+    """``run``'s control steps a second over ``steps`` steps; with ``restand`` (putting every world back at the stand,
+    in place), timed ``STAND_STEPS`` at a time from the stand, the resets untimed."""
+    block = steps if restand is None else STAND_STEPS
+    elapsed, done = 0.0, 0
+    while done < steps:
+        if restand is not None:
+            restand()
+        settle(device)
+        start = time.perf_counter()
+        for _ in range(min(block, steps - done)):
+            run()
+        settle(device)
+        elapsed += time.perf_counter() - start
+        done += min(block, steps - done)
+    return steps * num_envs / elapsed
 
 
 def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
@@ -125,10 +149,11 @@ def bench_physics(
     tiles: str | None = None,
     hfield_geoms: str | None = None,
 ) -> dict:
-    """The G1 standing, stepped at the stand targets; with ``terrain`` (a layout, ``unilab.terrain.scene``) on the
-    rough walk's terrain grid, the worlds spread over its tiles' centres, instead of the flat scene's plane; with
-    ``tiles`` (a terrain type of the grid) over that type's tiles only, so each type's cost can be told apart;
-    ``hfield_geoms`` narrows the geoms that touch its height fields (``TerrainConfig.hfield_geoms``)."""
+    """The G1 stepped at its stand targets, timed from the stand ``STAND_STEPS`` at a time; with ``terrain`` (a
+    layout, ``unilab.terrain.scene``) on the rough walk's terrain grid, the worlds spread over its tiles' centres,
+    instead of the flat scene's plane; with ``tiles`` (a terrain type of the grid) over that type's tiles only, so
+    each type's cost can be told apart; ``hfield_geoms`` narrows the geoms that touch its height fields
+    (``TerrainConfig.hfield_geoms``)."""
     origins = None
     if terrain is not None:
         grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain, hfield_geoms=hfield_geoms))
@@ -141,17 +166,22 @@ def bench_physics(
     dev = backend.device
     ctrl = stand_ctrl(backend)
     state = stand_state(backend, seed=0, origins=origins)
+    everyone = torch.ones(num_envs, dtype=torch.bool, device=dev)
+    pose = stand_pose(backend, seed=0, origins=origins)
 
     def step() -> None:
         backend.step_(state, ctrl)
 
+    def restand() -> None:
+        backend.reset_(state, everyone, *pose)
+
     step()  # first launch compiles/loads kernels
-    eager = _rate(step, steps, num_envs, dev)
+    eager = _rate(step, steps, num_envs, dev, restand)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
-        state = stand_state(backend, seed=0, origins=origins)
-        replay = capture_replay(step, dev)
-        captured = _rate(replay, steps, num_envs, dev)
+        restand()
+        replay = capture_replay(step, dev)  # the graph reads and writes ``state``'s tensors, which restand rewrites
+        captured = _rate(replay, steps, num_envs, dev, restand)
     backend.check_capacity()
     return {
         "bench": "physics",
@@ -159,6 +189,7 @@ def bench_physics(
         "scene": f"terrain/{terrain}" if terrain else "flat",
         "tiles": tiles,
         "hfield_geoms": hfield_geoms,
+        "stand_steps": STAND_STEPS,
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "num_envs": num_envs,
@@ -349,7 +380,7 @@ def summarize_train(rows: list[dict]) -> list[dict]:
 
 def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
     """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
-    from unilab.apps.attribution import phase_profile, profile_graphs, time_ms
+    from unilab.apps.attribution import phase_profile, profile_graphs
     from unilab.apps.compose import compose_config
     from unilab.run.config import task_overrides
     from unilab.tasks.registry import make_functional_env
@@ -379,10 +410,12 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     batch = trainer.replay.sample(trainer.learner.minibatch * cfg.algo.updates_per_step)
     trainer.learner.profile_phases = True
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
-    # The env's own backend (the task's physics settings) stepping a standing state, in a graph of its own.
+    # The env's own backend (the task's physics settings) stepping from the stand, in a graph of its own.
     sim = env.sim
-    state, ctrl = stand_state(sim, seed=0), stand_ctrl(sim)
+    state, ctrl, pose = stand_state(sim, seed=0), stand_ctrl(sim), stand_pose(sim, seed=0)
+    everyone = torch.ones(num_envs, dtype=torch.bool, device=env.device)
     physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
+    physics_rate = _rate(physics, replays, num_envs, env.device, lambda: sim.reset_(state, everyone, *pose))
     return {
         "bench": "profile",
         "workload": workload,
@@ -391,7 +424,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
         "replays": replays,
         "graphs": result,
         "update_phases": phases,
-        "physics_alone_ms": time_ms(physics, replays),
+        "physics_alone_ms": 1000 * num_envs / physics_rate,
     }
 
 

@@ -410,9 +410,11 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     batch = trainer.replay.sample(trainer.learner.minibatch * cfg.algo.updates_per_step)
     trainer.learner.profile_phases = True
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
-    # The env's own backend (the task's physics settings) stepping from the stand, in a graph of its own.
-    sim = env.sim
-    state, ctrl, pose = stand_state(sim, seed=0), stand_ctrl(sim), stand_pose(sim, seed=0)
+    # The env's own backend (the task's physics settings) stepping from the stand, on its terrain's tiles if it has
+    # one, in a graph of its own.
+    sim, terrain = env.sim, env.task.terrain
+    origins = None if terrain is None else torch.as_tensor(generate(terrain).origins.reshape(-1, 3))
+    state, ctrl, pose = stand_state(sim, 0, origins), stand_ctrl(sim), stand_pose(sim, 0, origins)
     everyone = torch.ones(num_envs, dtype=torch.bool, device=env.device)
     physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
     physics_rate = _rate(physics, replays, num_envs, env.device, lambda: sim.reset_(state, everyone, *pose))

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 COMPILE_A_STEP = """
 import json, torch
 from torch._dynamo.utils import counters
-from unilab.apps.bench import stand_state
+from unilab.apps.bench_timing import stand_state
 from unilab.robots import g1
 from unilab.sim import make_backend, ops
 backend = make_backend("mujoco", g1.load_model(), 2, device="cpu")

@@ -47,14 +47,27 @@ def test_every_numeric_knob_of_a_shipped_task_has_a_range(task: str) -> None:
 
 @pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
 def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
-    """``bench train`` and ``train`` size the buffers, pick the pair search and the geoms on height fields from the
-    command line; a zero is refused in one line."""
+    """``bench train`` and ``train`` size the buffers, pick the pair search, the geoms on height fields and the
+    terrain's layout from the command line; a zero, or a layout the scene does not build, is refused in one line."""
     physics = make_task(task, nconmax=64, njmax=400, broadphase="sap_tile").physics
     assert (physics.nconmax, physics.njmax, physics.broadphase) == (64, 400, "sap_tile")
     assert make_task(task).physics.broadphase is None
     assert make_task(task, hfield_geoms=".*foot.*").terrain.hfield_geoms == ".*foot.*"
-    with pytest.raises(SystemExit):
-        main(["--cfg", "sim=mujoco", f"task={task}", "task.njmax=0"])
-    assert capsys.readouterr().err.splitlines() == [
-        "train: error: task.njmax must be in [1, 8192] (constraint rows one world's solve holds), got 0"
-    ]
+    assert make_task(task).terrain.layout == "terraced"
+    assert make_task(task, layout="solid").terrain.layout == "solid"
+    with pytest.raises(
+        ValueError, match=r"^unknown terrain layout 'bogus'; known layouts: tiled, single, terraced, solid$"
+    ):
+        make_task(task, layout="bogus")
+    main(["--cfg", "sim=mujoco", f"task={task}", "task.layout=solid"])
+    assert "  layout: solid\n" in capsys.readouterr().out
+    for override, error in [
+        ("task.njmax=0", "task.njmax must be in [1, 8192] (constraint rows one world's solve holds), got 0"),
+        (
+            "task.layout=bogus",
+            "task.layout must be one of tiled, single, terraced, solid (how the scene builds the terrain), got 'bogus'",
+        ),
+    ]:
+        with pytest.raises(SystemExit):
+            main(["--cfg", "sim=mujoco", f"task={task}", override])
+        assert capsys.readouterr().err.splitlines() == [f"train: error: {error}"]

@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,15 +22,13 @@ import mujoco
 import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
-from unilab.core.cuda_graphs import record, warm_up
-from unilab.core.device import settle
+from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, stand_pose, stand_state
 from unilab.robots import g1
 from unilab.run.progress import announce
 from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.sim import (
     BACKENDS,
     BROADPHASES,
-    SimBackend,
     SimCapacityError,
     SimConfig,
     backend_device,
@@ -42,70 +39,6 @@ from unilab.sim import (
 from unilab.tasks.g1_walk_rough.config import TERRAIN as ROUGH_TERRAIN
 from unilab.terrain import generate, terrain_model, terrain_spec
 from unilab.terrain.generator import LAYOUTS
-
-
-def stand_pose(
-    backend: SimBackend, seed: int, origins: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every world's joint positions and velocities at the stand keyframe, with a small random root velocity so that
-    worlds differ; with ``origins`` (k, 3), world ``i`` stands at origin ``i mod k`` (a terrain's tiles)."""
-    gen = torch.Generator().manual_seed(seed)
-    n, model = backend.num_worlds, backend.model
-    qpos = torch.tensor(model.key_qpos[0], dtype=torch.float32).repeat(n, 1)
-    if origins is not None:
-        qpos[:, :3] += origins[torch.arange(n) % origins.shape[0]]
-    qvel = torch.zeros(n, model.nv)
-    qvel[:, :6] = torch.rand(n, 6, generator=gen) - 0.5
-    return qpos.to(backend.device), qvel.to(backend.device)
-
-
-def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """A state with every world at ``stand_pose``."""
-    state = backend.initial_state()
-    everyone = torch.ones(backend.num_worlds, dtype=torch.bool, device=backend.device)
-    backend.reset_(state, everyone, *stand_pose(backend, seed, origins))
-    return state
-
-
-def stand_ctrl(backend: SimBackend) -> torch.Tensor:
-    """Every world's actuators held at the stand keyframe's targets, to step a ``stand_state`` with."""
-    ctrl = torch.tensor(backend.model.key_ctrl[0], dtype=torch.float32, device=backend.device)
-    return ctrl.expand(backend.num_worlds, -1).contiguous()
-
-
-STAND_STEPS = 20
-"""Control steps timed from the stand at a time. Held at its stand targets with no policy, the G1 is still up after
-25 steps and most robots are down by 50; a fallen robot's contacts are not a walking one's (fewer rows; on a height
-field a geom that no longer touches it sinks in deep, and its convex collision gets dearer)."""
-
-
-def _rate(
-    run: Callable[[], None], steps: int, num_envs: int, device: torch.device, restand: Callable[[], None] | None = None
-) -> float:
-    """``run``'s control steps a second over ``steps`` steps; with ``restand`` (putting every world back at the stand,
-    in place), timed ``STAND_STEPS`` at a time from the stand, the resets untimed."""
-    block = steps if restand is None else STAND_STEPS
-    elapsed, done = 0.0, 0
-    while done < steps:
-        if restand is not None:
-            restand()
-        settle(device)
-        start = time.perf_counter()
-        for _ in range(min(block, steps - done)):
-            run()
-        settle(device)
-        elapsed += time.perf_counter() - start
-        done += min(block, steps - done)
-    return steps * num_envs / elapsed
-
-
-def capture_replay(step: Callable[[], None], device: torch.device) -> Callable[[], None]:
-    """Record ``step`` in a CUDA graph (warm-up on a side stream first) and return its replay."""
-    own = torch.cuda.Stream(device)  # see unilab.core.cuda_graphs
-    warm_up(step, own, times=3)
-    graph, _ = record(step, own)
-    return graph.replay
-
 
 # The fields of one mjwarp contact counted below: dist, pos, frame, includemargin, friction, solref, solreffriction
 # and solimp (mujoco_warp's Contact, float32); its integer fields are left out.
@@ -176,12 +109,12 @@ def bench_physics(
         backend.reset_(state, everyone, *pose)
 
     step()  # first launch compiles/loads kernels
-    eager = _rate(step, steps, num_envs, dev, restand)
+    eager = rate(step, steps, num_envs, dev, restand)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
         restand()
         replay = capture_replay(step, dev)  # the graph reads and writes ``state``'s tensors, which restand rewrites
-        captured = _rate(replay, steps, num_envs, dev, restand)
+        captured = rate(replay, steps, num_envs, dev, restand)
     backend.check_capacity()
     return {
         "bench": "physics",
@@ -237,11 +170,11 @@ def bench_env(task: str, sim: str, num_envs: int, steps: int, device: str | None
     policy = _mlp_policy(env.obs_dims["policy"], env.action_dim, dev)
     eager = EnvRunner(env, policy, capture=False)
     eager.step()
-    eager_rate = _rate(eager.step, steps, num_envs, dev)
+    eager_rate = rate(eager.step, steps, num_envs, dev)
     captured_rate = None
     if dev.type == "cuda" and env.sim.capabilities.graph_capturable:
         runner = EnvRunner(env, policy, capture=True, compile=compile)
-        captured_rate = _rate(runner.step, steps, num_envs, dev)
+        captured_rate = rate(runner.step, steps, num_envs, dev)
         runner.check()
     return {
         "bench": "env",
@@ -417,7 +350,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     state, ctrl, pose = stand_state(sim, 0, origins), stand_ctrl(sim), stand_pose(sim, 0, origins)
     everyone = torch.ones(num_envs, dtype=torch.bool, device=env.device)
     physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
-    physics_rate = _rate(physics, replays, num_envs, env.device, lambda: sim.reset_(state, everyone, *pose))
+    physics_rate = rate(physics, replays, num_envs, env.device, lambda: sim.reset_(state, everyone, *pose))
     return {
         "bench": "profile",
         "workload": workload,

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf, open_dict
 
 from unilab.apps.args import unknown_name
 from unilab.apps.catalog import DEFAULT_ALGO
-from unilab.core.ranges import Range
+from unilab.core.ranges import Choice, Range
 from unilab.run.config import (
     TaskSelection,
     TrainConfig,
@@ -236,10 +236,10 @@ def check_reward_weights(task: str, weights: dict[str, float]) -> None:
             raise ValueError(f"task.reward_weights.{term} must be a finite number, got {weight}")
 
 
-def knob_ranges(name: str) -> dict[str, Range]:
-    """The ranges task ``name``'s factory declares for its knobs, in their annotations
-    (``Annotated[float, Range(...)]``, as ``unilab.envs.config.NoiseScale``); a knob without one is the factory's to
-    check."""
+def knob_ranges(name: str) -> dict[str, Range | Choice]:
+    """The ranges (or, for a word, the choices) task ``name``'s factory declares for its knobs, in their annotations
+    (``Annotated[float, Range(...)]``, as ``unilab.envs.config.NoiseScale``; ``Annotated[str, Choice(...)]``, as
+    ``unilab.envs.config.TerrainLayout``); a knob without one is the factory's to check."""
     try:
         parameters = inspect.signature(get_task(name).make_config, eval_str=True).parameters.values()
     except NameError:  # an annotation only a type checker resolves: the factory declares no range it could read
@@ -248,7 +248,7 @@ def knob_ranges(name: str) -> dict[str, Range]:
         p.name: meta
         for p in parameters
         for meta in getattr(p.annotation, "__metadata__", ())
-        if isinstance(meta, Range)
+        if isinstance(meta, Range | Choice)
     }
 
 

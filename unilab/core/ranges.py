@@ -1,5 +1,6 @@
 """The values a number a user types may take: algorithm settings, run settings and task knobs all declare one, so a
-value out of range is refused in one line naming the key before any work."""
+value out of range is refused in one line naming the key before any work; and the words a task knob may take, for the
+same reason."""
 
 from __future__ import annotations
 
@@ -28,3 +29,18 @@ class Range:
 def _number(value: float) -> str:
     """A bound as a user would type it: whole numbers in full (16777216, not 1.67772e+07)."""
     return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The words a key may take. The code that reads a word (a terrain's layout) meets it only once the run builds
+    its task; checked with the config, a word that names nothing is refused before then, and ``train --cfg`` says
+    so too."""
+
+    values: tuple[str, ...]
+    why: str = ""
+
+    def check(self, key: str, value: str) -> None:
+        if value not in self.values:
+            rule = f"one of {', '.join(self.values)}" + (f" ({self.why})" if self.why else "")
+            raise ValueError(f"{key} must be {rule}, got {value!r}")

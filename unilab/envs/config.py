@@ -14,7 +14,7 @@ import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
-from unilab.core.ranges import Range
+from unilab.core.ranges import Choice, Range
 from unilab.envs.model_check import check_model, check_scene_size
 from unilab.managers.terms import (
     ActionTerm,
@@ -27,6 +27,7 @@ from unilab.managers.terms import (
 )
 from unilab.sim import SimConfig, load_model
 from unilab.terrain import TerrainConfig, generate, terrain_model
+from unilab.terrain.generator import LAYOUTS
 
 # A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
 # config, before any work. 0 turns the noise off; ten times a task's noise already drowns what it observes.
@@ -36,6 +37,9 @@ NoiseScale = Annotated[float, Range(0.0, 10.0, why="a multiple of the task's noi
 # every solver kernel launched over the rows pays for the empty ones.
 ContactsPerWorld = Annotated[int, Range(1, 1024, why="contacts a world, pooled over the worlds")]
 ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's solve holds")]
+# How a task's terrain is built into its scene (``task.layout=solid``): one of the scene's layouts
+# (``unilab.terrain.scene``), so that the physics' cost of each can be measured on the same task.
+TerrainLayout = Annotated[str, Choice(LAYOUTS, why="how the scene builds the terrain")]
 
 
 @dataclass(frozen=True)

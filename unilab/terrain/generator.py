@@ -32,7 +32,7 @@ import torch
 
 from unilab.terrain.heightmap import HeightMap, refine, surface_height
 
-LAYOUTS = ("tiled", "single", "terraced")
+LAYOUTS = ("tiled", "single", "terraced", "solid")
 MAX_SAMPLES = 4096 * 4096
 """Height samples one map may hold: 64 MiB of float32 in the model, and a grid of about 400 m square at 0.1 m."""
 
@@ -149,14 +149,37 @@ def pyramid_stairs_inv(cfg: TerrainConfig, difficulty: float, rng: np.random.Gen
     return -pyramid_stairs(cfg, difficulty, rng)
 
 
+@dataclass(frozen=True)
+class Pyramid:
+    """A pyramid slope tile's shape, which its samples are drawn from and the scene's ``solid`` layout builds its
+    solids to: faces rising ``slope`` per metre from the border line, ``edge`` from the centre in the max norm, to the
+    platform, ``platform`` from it. The centre lies ``centre`` from the tile's first sample along both axes: halfway
+    across the samples the slope is drawn on, half of their spacing short of the tile's middle."""
+
+    slope: float
+    edge: float
+    platform: float
+    centre: float
+
+
+def pyramid(cfg: TerrainConfig, difficulty: float) -> Pyramid:
+    """The shape of the pyramids at ``difficulty``, on the samples ``_tile`` draws them on."""
+    drawn = _drawn(cfg, "pyramid_slope")
+    low, high = cfg.slope
+    return Pyramid(
+        slope=low + (high - low) * difficulty,
+        edge=cfg.tile_size / 2 - cfg.slope_border,
+        platform=cfg.slope_platform / 2,
+        centre=(drawn.tile_samples - 1) * drawn.horizontal_scale / 2,
+    )
+
+
 def pyramid_slope(cfg: TerrainConfig, difficulty: float, rng: np.random.Generator) -> np.ndarray:
     """Four faces of slope ``slope`` rising from the tile's edge to a square platform in the centre."""
-    low, high = cfg.slope
-    slope = low + (high - low) * difficulty
+    shape = pyramid(cfg, difficulty)
     distance = _ring_distance(cfg.tile_samples, cfg.horizontal_scale)
-    edge = cfg.tile_size / 2 - cfg.slope_border
-    run = np.clip(edge - distance, 0, edge - cfg.slope_platform / 2)
-    return slope * run
+    run = np.clip(shape.edge - distance, 0, shape.edge - shape.platform)
+    return shape.slope * run
 
 
 def pyramid_slope_inv(cfg: TerrainConfig, difficulty: float, rng: np.random.Generator) -> np.ndarray:
@@ -176,15 +199,22 @@ def random_rough(cfg: TerrainConfig, difficulty: float, rng: np.random.Generator
     return heights
 
 
-def _tile(cfg: TerrainConfig, name: str, difficulty: float, rng: np.random.Generator) -> np.ndarray:
-    """A tile of type ``name`` on the map's samples: the stairs and the flat ground drawn at the map's spacing, the
-    others (``SURFACES``) at ``surface_scale`` and refined onto it, so the map's spacing changes no surface but the
-    stairs' risers."""
-    build = SUB_TERRAINS[name]
+def _drawn(cfg: TerrainConfig, name: str) -> TerrainConfig:
+    """The config a tile of type ``name`` is drawn at: the stairs and the flat ground at the map's spacing, the
+    others (``SURFACES``) at ``surface_scale``."""
     if name not in SURFACES or cfg.surface_factor == 1:
-        return build(cfg, difficulty, rng)
-    coarse = build(dataclasses.replace(cfg, horizontal_scale=cfg.surface_scale), difficulty, rng)
-    return refine(coarse, cfg.surface_factor, (cfg.tile_samples, cfg.tile_samples))
+        return cfg
+    return dataclasses.replace(cfg, horizontal_scale=cfg.surface_scale)
+
+
+def _tile(cfg: TerrainConfig, name: str, difficulty: float, rng: np.random.Generator) -> np.ndarray:
+    """A tile of type ``name`` on the map's samples: drawn at its own spacing (``_drawn``) and refined onto the map's,
+    so the map's spacing changes no surface but the stairs' risers."""
+    drawn = _drawn(cfg, name)
+    tile = SUB_TERRAINS[name](drawn, difficulty, rng)
+    if drawn is cfg:
+        return tile
+    return refine(tile, cfg.surface_factor, (cfg.tile_samples, cfg.tile_samples))
 
 
 SUB_TERRAINS: dict[str, Callable[[TerrainConfig, float, np.random.Generator], np.ndarray]] = {

@@ -1,4 +1,4 @@
-"""A terrain built into a scene: the scene's floor plane replaced by the terrain's map, in one of three layouts.
+"""A terrain built into a scene: the scene's floor plane replaced by the terrain's map, in one of four layouts.
 
 - ``single``: one MuJoCo height field of the whole map. One geom for the broad phase, but its elevation range is the
   map's, so on every tile a robot's knees and arms sit inside the field's bounding box and go to the narrow phase.
@@ -9,6 +9,15 @@
 - ``terraced``: ``tiled``, with every piece that stands in a few flat levels (the stairs) made of stacked boxes
   (``unilab.terrain.terraces``): vertical risers halfway between the samples either side, where the map ramps over
   the cell between them. The scene is the map everywhere but within half a sample spacing of a riser.
+- ``solid``: ``terraced``, with each pyramid slope tile that is not level made of solids (``unilab.terrain.solids``):
+  a pit of tilted boxes, a raised pyramid of one convex mesh on a box. A robot's capsules and spheres meet a height
+  field through the convex collider, prism by prism under each geom (in MuJoCo Warp one thread a geom and field pair,
+  looping over the prisms), which makes the slopes the largest cost of the rough walk's physics on the GPU; on the
+  solids they take the box colliders and one convex run a pair instead. The map's triangles cut across a pyramid's
+  edges where they cross its cells: along one of its diagonals (the cells there split the other way), and along the
+  platform's rim and the border line where no sample lies on them. Within a sample spacing (``surface_scale``) of
+  those edges the scene lies above or below the map by up to the slope times half that spacing; elsewhere it is the
+  map.
 
 ``single`` and ``tiled`` are exactly the map: adjacent pieces share their edge samples, every cell of the map lies in
 one piece, and each piece's cells split along the same diagonal as the map's, so
@@ -27,12 +36,14 @@ import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import mujoco
 import numpy as np
 
-from unilab.terrain.generator import Terrain
+from unilab.terrain.generator import Terrain, pyramid
 from unilab.terrain.heightmap import refine
+from unilab.terrain.solids import Hull, pit, raised
 from unilab.terrain.terraces import Terrace, terraces
 
 FLOOR = "floor"
@@ -41,6 +52,8 @@ TERRAIN = "terrain"
 BASE_DEPTH = 1.0
 # A flat height field still needs an elevation range: MuJoCo scales the normalised samples by it.
 MIN_RANGE = 1e-3
+# The tile types the ``solid`` layout builds from solids.
+SLOPES = ("pyramid_slope", "pyramid_slope_inv")
 
 
 def _cuts(samples: int, border: int, tile: int, tiles: int) -> list[int]:
@@ -49,17 +62,36 @@ def _cuts(samples: int, border: int, tile: int, tiles: int) -> list[int]:
     return sorted(lines)
 
 
-def _pieces(terrain: Terrain) -> Iterator[tuple[str, np.ndarray, float, float]]:
-    """Each piece of the tiled layout: its name, its samples (edges included) and its centre's x and y."""
+class Piece(NamedTuple):
+    """A piece of the tiled layout: its name, its samples (edges included), its centre's x and y, and the tile it
+    is (row, column), None for the border's."""
+
+    name: str
+    heights: np.ndarray
+    x: float
+    y: float
+    tile: tuple[int, int] | None
+
+
+def _tile_index(start: int, border: int, tile: int, tiles: int) -> int | None:
+    """The tile along one axis whose piece starts on sample ``start``; None for the border's pieces."""
+    return (start - border) // tile if border <= start < border + tiles * tile else None
+
+
+def _pieces(terrain: Terrain) -> Iterator[Piece]:
+    """Each piece of the tiled layout, cut along the border's inner edges and the tiles' edges."""
     cfg, heights = terrain.config, terrain.heights.astype(np.float64)
     ny, nx = heights.shape
     scale = cfg.horizontal_scale
     rows = _cuts(ny, cfg.border_samples, cfg.tile_samples, cfg.rows)
     cols = _cuts(nx, cfg.border_samples, cfg.tile_samples, cfg.cols)
     for i, (y0, y1) in enumerate(itertools.pairwise(rows)):
+        row = _tile_index(y0, cfg.border_samples, cfg.tile_samples, cfg.rows)
         for j, (x0, x1) in enumerate(itertools.pairwise(cols)):
+            col = _tile_index(x0, cfg.border_samples, cfg.tile_samples, cfg.cols)
             centre = ((x0 + x1) / 2 - (nx - 1) / 2) * scale, ((y0 + y1) / 2 - (ny - 1) / 2) * scale
-            yield f"{TERRAIN}_{i}_{j}", heights[y0 : y1 + 1, x0 : x1 + 1], *centre
+            tile = None if row is None or col is None else (row, col)
+            yield Piece(f"{TERRAIN}_{i}_{j}", heights[y0 : y1 + 1, x0 : x1 + 1], *centre, tile)
 
 
 def _coarsest(heights: np.ndarray, scale: float, factor: int) -> tuple[np.ndarray, float]:
@@ -116,6 +148,27 @@ def _add_boxes(
         _add_geom(spec, label, floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=size, pos=pos)
 
 
+def _add_solids(spec: mujoco.MjSpec, piece: Piece, terrain: Terrain, floor: dict) -> None:
+    """A pyramid slope tile's piece as solids (``unilab.terrain.solids``), placed where the map has the pyramid: its
+    geoms named as a terraced piece's boxes are, its mesh after the piece."""
+    cfg, scale = terrain.config, terrain.config.horizontal_scale
+    row, col = piece.tile
+    shape = pyramid(cfg, cfg.difficulty(row))
+    rows, cols = piece.heights.shape
+    # The pyramid's centre, from the piece's first sample (at its -x, -y corner), and the piece around it.
+    origin = (piece.x - (cols - 1) * scale / 2 + shape.centre, piece.y - (rows - 1) * scale / 2 + shape.centre)
+    extent = (-shape.centre, (cols - 1) * scale - shape.centre, -shape.centre, (rows - 1) * scale - shape.centre)
+    build = raised if cfg.types[col] == "pyramid_slope" else pit
+    for k, solid in enumerate(build(shape, extent, BASE_DEPTH)):
+        label = f"{piece.name}_{k}"
+        if isinstance(solid, Hull):
+            spec.add_mesh(name=piece.name, uservert=solid.vertices.ravel().tolist())
+            _add_geom(spec, label, floor, type=mujoco.mjtGeom.mjGEOM_MESH, meshname=piece.name, pos=[*origin, 0.0])
+            continue
+        pos = [origin[0] + solid.centre[0], origin[1] + solid.centre[1], solid.centre[2]]
+        _add_geom(spec, label, floor, type=mujoco.mjtGeom.mjGEOM_BOX, size=solid.half, pos=pos, quat=solid.quat)
+
+
 def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
     """A terrain geom with the floor's contact settings and material."""
     spec.worldbody.add_geom(
@@ -158,19 +211,24 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
     floor = {"contype": geom.contype, "conaffinity": geom.conaffinity, "material": geom.material}
     spec.delete(geom)
     fields = _height_field_contacts(spec, floor, terrain.config.hfield_geoms)
-    scale = terrain.config.horizontal_scale
-    if terrain.config.layout == "single":
+    cfg = terrain.config
+    scale = cfg.horizontal_scale
+    if cfg.layout == "single":
         _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, fields)
         return spec
-    for name, heights, x, y in _pieces(terrain):
+    for piece in _pieces(terrain):
+        name, heights, centre = piece.name, piece.heights, (piece.x, piece.y)
         # A level piece is one terrace: a box in every layout but ``single``.
         level = np.ptp(heights) == 0
-        boxes = terraces(heights) if level or terrain.config.layout == "terraced" else None
+        if cfg.layout == "solid" and not level and piece.tile is not None and cfg.types[piece.tile[1]] in SLOPES:
+            _add_solids(spec, piece, terrain, floor)
+            continue
+        boxes = terraces(heights) if level or cfg.layout in ("terraced", "solid") else None
         if boxes is None:
-            samples, spacing = _coarsest(heights, scale, terrain.config.surface_factor)
-            _add_height_field(spec, name, samples, (x, y), spacing, fields)
+            samples, spacing = _coarsest(heights, scale, cfg.surface_factor)
+            _add_height_field(spec, name, samples, centre, spacing, fields)
         else:
-            _add_boxes(spec, name, boxes, heights.shape, (x, y), scale, floor)
+            _add_boxes(spec, name, boxes, heights.shape, centre, scale, floor)
     return spec
 
 

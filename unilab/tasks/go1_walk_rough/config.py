@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, TaskConfig
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, TaskConfig, TerrainLayout
 from unilab.robots import go1
 from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
@@ -61,13 +61,15 @@ def make_task(
     njmax: ConstraintRows = ROUGH.njmax,
     broadphase: str | None = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
+    layout: TerrainLayout = TERRAIN.layout,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; ``nconmax`` and ``njmax`` size the physics
     buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
     (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
-    terrain's height fields (``TerrainConfig.hfield_geoms``; None: all)."""
-    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms)
+    terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
+    (``TerrainConfig.layout``)."""
+    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout)
     rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

@@ -305,15 +305,20 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_rough"])
-def test_captured_runner_matches_eager_on_cuda(task: str) -> None:
+@pytest.mark.parametrize(
+    ("task", "knobs"),
+    [("g1_walk_flat", {}), ("g1_walk_rough", {}), ("g1_walk_rough", {"layout": "solid"})],
+    ids=["flat", "rough", "rough-solid"],
+)
+def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
 
     GPU contact kernels sum with atomics, so two eager steps from one state may already differ: on the plane by
     ~1e-7, on height fields by whole contacts (measured on the H200: 1 to 8 of 256 envs per step, rewards up to 0.7
     apart). So on the plane every env must agree; on terrain the captured step may part from the eager one in no more
-    envs than a second eager step does, plus two; a broken capture parts in all of them."""
-    env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda")
+    envs than a second eager step does, plus two; a broken capture parts in all of them. The solid layout's slopes
+    (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too."""
+    env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], 29, device="cuda", generator=seeded) * 0.1
 

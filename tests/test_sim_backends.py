@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 
 import mujoco
 import pytest
@@ -374,6 +375,22 @@ def test_a_kernel_build_leaves_the_backend_stepping_as_before() -> None:
             backend.step_(state, pd_targets(backend, k, NUM_WORLDS))
         trajectories.append((state["qpos"].clone(), state["qvel"].clone()))
     torch.testing.assert_close(trajectories[0], trajectories[1], atol=0, rtol=0)
+
+
+def test_a_kernel_build_says_how_long_it_took_and_how_long_its_caller_waited() -> None:
+    """Once the next physics call has waited for it, the build reports its own seconds and the wait; before, and on
+    a backend that builds nothing beside its caller, nothing."""
+    backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
+    state = backend.initial_state()
+    assert backend.kernel_build_seconds() == {}
+    backend.begin_kernel_build()
+    began = time.perf_counter()
+    backend.step_(state, torch.zeros(1, backend.model.nu))
+    stepped = time.perf_counter() - began
+    report = backend.kernel_build_seconds()
+    assert set(report) == {"build", "waited"} and report["build"] > 0
+    assert 0 <= report["waited"] <= stepped  # the step's own wait, inside it
+    assert make_backend("mujoco", g1.load_model(), 1).kernel_build_seconds() == {}
 
 
 def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(monkeypatch: pytest.MonkeyPatch) -> None:

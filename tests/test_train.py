@@ -96,6 +96,7 @@ def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) 
     assert list(startup) == [*phases, "first_iteration"] and all(v >= 0 for v in startup.values())
     assert data["startup_total_sec"] == pytest.approx(sum(startup.values()), abs=0.01)
     assert data["startup_compile"] == {}  # torch.compile runs on CUDA only
+    assert data["startup_kernel_build"] == {}  # and with it the physics kernels' build beside the tracing
     assert data["environment"]["versions"]["torch"] == torch.__version__
     config = json.loads((run_dir / "run_config.json").read_text())
     assert config["config"]["task"]["name"] == "g1_walk_flat"
@@ -812,3 +813,13 @@ def test_start_up_counts_the_graphs_torch_compile_built_since_it_began() -> None
     idle.mark("env_warmup")
     idle.take_compile_split()
     assert idle.compile == {} and "torch.compile" not in idle.line()
+
+
+def test_the_start_up_line_says_how_long_the_physics_kernels_took_beside_the_tracing() -> None:
+    from unilab.run.startup import StartupClock
+
+    clock = StartupClock(imported_after_s=None)
+    clock.mark("env_warmup")
+    assert "physics kernels" not in clock.line()
+    clock.kernel_build = {"build": 41.25, "waited": 12.0}
+    assert clock.line().endswith("; physics kernels built beside the tracing in 41.2 s, waited for 12.0 s")

@@ -293,6 +293,9 @@ class RunSummary:
     # torch.compile's part of start-up (``StartupClock.take_compile_split``): graphs compiled, Inductor cache hits
     # and misses, seconds in all, tracing, backend and kernel builds; empty when nothing was compiled.
     startup_compile: dict[str, float] = field(default_factory=dict)
+    # The physics kernels built beside the env step's tracing (mjwarp with a compiled step): the build's seconds
+    # and how long the warm-up then waited for it (within ``env_warmup``); empty when none was built that way.
+    startup_kernel_build: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_status(self.status)
@@ -343,6 +346,7 @@ class RunSummary:
             startup_sec=dict(startup.phases),
             startup_total_sec=startup.total(),
             startup_compile=dict(startup.compile),
+            startup_kernel_build=dict(startup.kernel_build),
         )
 
     def to_dict(self) -> dict[str, Any]:

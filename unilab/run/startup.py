@@ -68,6 +68,8 @@ class StartupClock:
         self.phases: dict[str, float] = {}
         # torch.compile's part of start-up (``take_compile_split``), counted from here on
         self.compile: dict[str, float] = {}
+        # The physics backend's kernels built beside the env step's tracing (``SimBackend.kernel_build_seconds``)
+        self.kernel_build: dict[str, float] = {}
         self._compile_before = compile_totals()
         before = process_age_s()
         if before is not None and imported_after_s is not None:
@@ -109,6 +111,9 @@ class StartupClock:
             graphs = f"{c['graphs']:.0f} graph{'s' if c['graphs'] != 1 else ''}"
             timers = ", ".join(f"{name} {c[name]:.1f}" for name in _COMPILE_TIMERS if name in c)
             line += f"; torch.compile: {graphs}, {c['cache_hits']:.0f} from Inductor's cache; seconds {timers}"
+        k = self.kernel_build
+        if k:
+            line += f"; physics kernels built beside the tracing in {k['build']:.1f} s, waited for {k['waited']:.1f} s"
         return line
 
 

@@ -265,6 +265,8 @@ class TrainingRun:
             if first:  # capture / first-update iteration: excluded from the tail rate
                 self.startup.mark("first_iteration")
                 self.startup.take_compile_split()
+                # every physics call so far waited for the kernels built beside the tracing: their figures are final
+                self.startup.kernel_build = trainer.runner.env.sim.kernel_build_seconds()
                 if self.world.leader:
                     outputs.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
                 loop.timer.start()

@@ -275,6 +275,12 @@ class SimBackend(ABC):
         step), so the two overlap. Nothing to build by default."""
         return
 
+    def kernel_build_seconds(self) -> dict[str, float]:
+        """Of the last ``begin_kernel_build`` once waited for: how long it took (``build``, beside the caller) and how
+        long the caller then waited for it (``waited``); empty where nothing was built beside the caller. Not parts
+        of one start-up phase but an overlap, which says whether the build or the caller's own work held it up."""
+        return {}
+
     @abstractmethod
     def _step(self, state: SimState, ctrl: torch.Tensor) -> None:
         """``step_`` after its checks; ``ctrl`` is contiguous."""

@@ -106,21 +106,28 @@ def preload_step_modules(device: str) -> None:
 
 class _Build:
     """``work`` run once on a daemon thread (an interpreter exiting mid-build does not wait for a compile);
-    ``wait`` joins it and raises what it raised."""
+    ``wait`` joins it and raises what it raised. ``seconds`` is how long the work took, ``waited`` how long
+    ``wait`` blocked (None until it has returned)."""
 
     def __init__(self, work: Callable[[], None]) -> None:
         self._error: BaseException | None = None
+        self.seconds = 0.0
+        self.waited: float | None = None
         self._thread = threading.Thread(target=self._run, args=(work,), name="mjwarp-kernel-build", daemon=True)
         self._thread.start()
 
     def _run(self, work: Callable[[], None]) -> None:
+        began = time.perf_counter()
         try:
             work()
         except BaseException as error:  # handed to the thread that waits
             self._error = error
+        self.seconds = time.perf_counter() - began
 
     def wait(self) -> None:
+        began = time.perf_counter()
         self._thread.join()
+        self.waited = time.perf_counter() - began
         if self._error is not None:
             raise self._error
 
@@ -196,6 +203,7 @@ class MjWarpBackend(SimBackend):
         self._read_flags = SOLVER_LIMITS | (HFIELD_CAP if model.nhfield else 0)
         self._njmax = config.njmax
         self._naconmax = d.naconmax
+        self._kernel_build: _Build | None = None
 
     def begin_kernel_build(self) -> None:
         """Build, on a thread beside the caller, the solver kernels that mujoco_warp makes for this model's sizes
@@ -211,7 +219,14 @@ class MjWarpBackend(SimBackend):
         the model's sizes and solver settings, not on the number of worlds, so the real step then builds none.
         """
         _wait_for_builds()
-        _BUILDS.append(_Build(self._build))
+        self._kernel_build = _Build(self._build)
+        _BUILDS.append(self._kernel_build)
+
+    def kernel_build_seconds(self) -> dict[str, float]:
+        build = self._kernel_build
+        if build is None or build.waited is None:
+            return {}
+        return {"build": round(build.seconds, 3), "waited": round(build.waited, 3)}
 
     def _build(self) -> None:
         """The kernels of a recorded scratch step compiled side by side, then a real scratch step for anything the

@@ -59,13 +59,19 @@ def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
         ValueError, match=r"^unknown terrain layout 'bogus'; known layouts: tiled, single, terraced, solid$"
     ):
         make_task(task, layout="bogus")
-    main(["--cfg", "sim=mujoco", f"task={task}", "task.layout=solid"])
-    assert "  layout: solid\n" in capsys.readouterr().out
+    main(["--cfg", "sim=mujoco", f"task={task}", "task.layout=solid", "task.broadphase=null"])
+    printed = capsys.readouterr().out
+    assert "  layout: solid\n" in printed and "  broadphase: null\n" in printed
     for override, error in [
         ("task.njmax=0", "task.njmax must be in [1, 8192] (constraint rows one world's solve holds), got 0"),
         (
             "task.layout=bogus",
             "task.layout must be one of tiled, single, terraced, solid (how the scene builds the terrain), got 'bogus'",
+        ),
+        (
+            "task.broadphase=bvh",
+            "task.broadphase must be one of nxn, sap_tile, sap_segmented (MuJoCo Warp's pair search; null: its own "
+            "choice), got 'bvh'",
         ),
     ]:
         with pytest.raises(SystemExit):

@@ -39,8 +39,11 @@ class Choice:
 
     values: tuple[str, ...]
     why: str = ""
+    optional: bool = False  # None (``null``) is taken too: the reader's own choice
 
-    def check(self, key: str, value: str) -> None:
+    def check(self, key: str, value: str | None) -> None:
+        if value is None and self.optional:
+            return
         if value not in self.values:
             rule = f"one of {', '.join(self.values)}" + (f" ({self.why})" if self.why else "")
             raise ValueError(f"{key} must be {rule}, got {value!r}")

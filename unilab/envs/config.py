@@ -25,7 +25,7 @@ from unilab.managers.terms import (
     RewardTerm,
     TerminationTerm,
 )
-from unilab.sim import SimConfig, load_model
+from unilab.sim import BROADPHASES, SimConfig, load_model
 from unilab.terrain import TerrainConfig, generate, terrain_model
 from unilab.terrain.generator import LAYOUTS
 
@@ -40,6 +40,10 @@ ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's 
 # How a task's terrain is built into its scene (``task.layout=solid``): one of the scene's layouts
 # (``unilab.terrain.scene``), so that the physics' cost of each can be measured on the same task.
 TerrainLayout = Annotated[str, Choice(LAYOUTS, why="how the scene builds the terrain")]
+# MuJoCo Warp's pair search (``task.broadphase=sap_tile``; ``SimConfig.broadphase``), or null for its own choice.
+PairSearch = Annotated[
+    str | None, Choice(BROADPHASES, why="MuJoCo Warp's pair search; null: its own choice", optional=True)
+]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, TaskConfig, TerrainLayout
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, PairSearch, TaskConfig, TerrainLayout
 from unilab.robots import go1
 from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
@@ -59,7 +59,7 @@ def make_task(
     terrain_level: int | str | None = None,
     nconmax: ContactsPerWorld = ROUGH.nconmax,
     njmax: ConstraintRows = ROUGH.njmax,
-    broadphase: str | None = None,
+    broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
     layout: TerrainLayout = TERRAIN.layout,
 ) -> TaskConfig:

@@ -40,6 +40,18 @@ def test_a_bad_weight_is_one_line_before_any_work(override: str, message: str, c
     assert len(lines) == 1 and lines[0].startswith(f"train: error: {message}")
 
 
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"nope": 1.0}, r"^reward_weights\.nope: g1_walk_flat has no such reward term; its terms: tracking_lin_vel, "),
+        ({"alive": float("inf")}, r"^reward_weights\.alive must be a finite number, got inf$"),
+    ],
+)
+def test_python_callers_get_the_same_one_line_check(weights: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_task("g1_walk_flat", reward_weights=weights)
+
+
 def test_a_run_records_its_weights_and_trains_with_them(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     main([*TINY, "task.reward_weights.alive=0.5", "training.export_onnx=false", f"training.log_dir={run_dir}"])

@@ -33,7 +33,7 @@ from unilab.run.config import (
     validate,
 )
 from unilab.sim import BACKENDS, default_backend
-from unilab.tasks.registry import get_task, list_tasks, make_task, override_names
+from unilab.tasks.registry import check_reward_weights, get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
@@ -212,28 +212,13 @@ def check_task_keys(cfg: TrainConfig) -> None:
         raise ValueError(
             f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
-    check_reward_weights(cfg.task.name, cfg.task.reward_weights)
+    check_reward_weights(cfg.task.name, cfg.task.reward_weights, key="task.reward_weights")
     ranges = knob_ranges(cfg.task.name)
     for knob, value in cfg.task.knobs.items():
         if not _fits(knobs[knob], value):
             raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
         if knob in ranges:
             ranges[knob].check(f"task.{knob}", value)
-
-
-def check_reward_weights(task: str, weights: dict[str, float]) -> None:
-    """Weights for terms the task has, each a finite number."""
-    if not weights:
-        return
-    terms = list(make_task(task).rewards)
-    unknown = [term for term in weights if term not in terms]
-    if unknown:
-        raise ValueError(
-            f"task.reward_weights.{unknown[0]}: {task} has no such reward term; its terms: {', '.join(terms)}"
-        )
-    for term, weight in weights.items():
-        if not math.isfinite(weight):
-            raise ValueError(f"task.reward_weights.{term} must be a finite number, got {weight}")
 
 
 def knob_ranges(name: str) -> dict[str, Range | Choice]:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import math
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,14 +130,26 @@ def make_task(name: str, **overrides: Any) -> TaskConfig:
     task = dataclasses.replace(get_task(name).make_config(**build), **replace)
     if not weights:
         return task
-    unknown = sorted(set(weights) - set(task.rewards))
-    if unknown:
-        raise ValueError(f"reward_weights: {name} has no reward term(s) {unknown}; its terms: {list(task.rewards)}")
+    check_reward_weights(name, weights, task.rewards)
     rewards = {
         term: dataclasses.replace(t, weight=float(weights[term])) if term in weights else t
         for term, t in task.rewards.items()
     }
     return dataclasses.replace(task, rewards=rewards)
+
+
+def check_reward_weights(
+    name: str, weights: Mapping[str, float], terms: Iterable[str] | None = None, key: str = "reward_weights"
+) -> None:
+    """``ValueError`` in one line, naming ``key.<term>``, for a weight of a reward term task ``name`` lacks (its
+    ``terms``, else those of its default config) or one that is not a finite number; before any weight is used."""
+    known = list(make_task(name).rewards if terms is None else terms)
+    unknown = [term for term in weights if term not in known]
+    if unknown:
+        raise ValueError(f"{key}.{unknown[0]}: {name} has no such reward term; its terms: {', '.join(known)}")
+    for term, weight in weights.items():
+        if not math.isfinite(weight):
+            raise ValueError(f"{key}.{term} must be a finite number, got {weight}")
 
 
 def make_functional_env(

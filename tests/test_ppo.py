@@ -172,6 +172,18 @@ def test_an_update_moves_the_weights_the_rate_and_the_normalisers() -> None:
     assert learner.loss.actor.obs_norm.count == STEPS * ENVS == learner.loss.critic.obs_norm.count
 
 
+def test_an_update_reports_the_share_of_actions_the_env_clips() -> None:
+    rollout = make_rollout()
+    action = rollout["action"]
+    action.zero_()
+    beyond = action.numel() // 4
+    action.view(-1)[:beyond] = 1.5
+    action.view(-1)[beyond : beyond + 3] = -1.5
+    action.view(-1)[-3:] = -1.0  # on the bound: kept as it is
+    clipped = make_learner().update(rollout)["action_clipped"].item()
+    assert clipped == pytest.approx((beyond + 3) / action.numel())
+
+
 def test_the_compiled_update_takes_the_eager_steps() -> None:
     """The loss compiles whole (``fullgraph``: no graph break, the CPU-visible form of a host read) and an update
     through it lands on the eager update's weights and learning rate (Inductor on the CPU, 10 to 30 s cold)."""

@@ -157,7 +157,9 @@ class PPOLearner:
 
     def update(self, rollout: TensorDict) -> TensorDict:
         """Epochs of minibatch updates on ``rollout``, then the normalisers; returns the last minibatch's losses,
-        the mean KL over all minibatches and the learning rate, detached, for logging."""
+        the mean KL over all minibatches, the learning rate, and the share of the rollout's action components
+        beyond [-1, 1] (``action_clipped``: the env clips them, so the Gaussian the loss scores is not what moved
+        the robot there), detached, for logging."""
         cfg = self.cfg
         batch = self.prepare(rollout)
         rows, n = batch.shape[0], self.minibatch
@@ -170,6 +172,7 @@ class PPOLearner:
         self.observe(rollout)
         out = {key: losses[key].detach() for key in METRICS}
         out.update(kl_mean=kl_sum / (cfg.num_learning_epochs * cfg.num_mini_batches), lr=self.lr.clone())
+        out["action_clipped"] = (rollout["action"].abs() > 1.0).float().mean()
         return TensorDict(out, batch_size=[])
 
     def _step(self, minibatch: TensorDict) -> TensorDict:

@@ -189,11 +189,12 @@ def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, c
 def test_the_stand_stays_up_for_the_steps_timed_at_a_time_and_falls_later() -> None:
     """``STAND_STEPS`` is short enough: from the stand every robot is still up after it, and most are down after three
     times as many steps (which is why the timing starts again from the stand)."""
+    from unilab.apps.bench_timing import stand_ctrl, stand_state
     from unilab.robots import g1
     from unilab.sim import SimConfig, make_backend
 
     backend = make_backend("mujoco", g1.load_model(), 8, config=SimConfig())
-    state, ctrl = bench.stand_state(backend, seed=0), bench.stand_ctrl(backend)
+    state, ctrl = stand_state(backend, seed=0), stand_ctrl(backend)
     heights = []
     for _ in range(3 * bench.STAND_STEPS):
         backend.step_(state, ctrl)

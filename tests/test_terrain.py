@@ -323,9 +323,9 @@ def test_bench_physics_can_stand_every_robot_on_one_terrain_type(monkeypatch, ca
     from unilab.apps import bench
 
     seen: list[torch.Tensor] = []
-    stand = bench.stand_state
+    stand = bench.standing
     monkeypatch.setattr(
-        bench, "stand_state", lambda b, seed, origins=None: seen.append(origins) or stand(b, seed, origins)
+        bench, "standing", lambda b, seed, origins=None: seen.append(origins) or stand(b, seed, origins)
     )
     args = ["--terrain", "tiled", "--tiles", "pyramid_slope", "--sim", "mujoco", "--num-envs", "3", "--steps", "1"]
     bench.main(["physics", *args])

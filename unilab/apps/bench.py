@@ -22,7 +22,7 @@ import mujoco
 import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
-from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, stand_pose, stand_state
+from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
 from unilab.robots import g1
 from unilab.run.progress import announce
 from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
@@ -98,15 +98,10 @@ def bench_physics(
     backend = make_backend(sim, model, num_envs, device=device, config=config)
     dev = backend.device
     ctrl = stand_ctrl(backend)
-    state = stand_state(backend, seed=0, origins=origins)
-    everyone = torch.ones(num_envs, dtype=torch.bool, device=dev)
-    pose = stand_pose(backend, seed=0, origins=origins)
+    state, restand = standing(backend, seed=0, origins=origins)
 
     def step() -> None:
         backend.step_(state, ctrl)
-
-    def restand() -> None:
-        backend.reset_(state, everyone, *pose)
 
     step()  # first launch compiles/loads kernels
     eager = rate(step, steps, num_envs, dev, restand)
@@ -348,10 +343,9 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     # one, in a graph of its own.
     sim, terrain = env.sim, env.task.terrain
     origins = None if terrain is None else torch.as_tensor(generate(terrain).origins.reshape(-1, 3))
-    state, ctrl, pose = stand_state(sim, 0, origins), stand_ctrl(sim), stand_pose(sim, 0, origins)
-    everyone = torch.ones(num_envs, dtype=torch.bool, device=env.device)
+    (state, restand), ctrl = standing(sim, 0, origins), stand_ctrl(sim)
     physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
-    physics_rate = rate(physics, replays, num_envs, env.device, lambda: sim.reset_(state, everyone, *pose))
+    physics_rate = rate(physics, replays, num_envs, env.device, restand)
     return {
         "bench": "profile",
         "workload": workload,

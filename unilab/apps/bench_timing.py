@@ -27,12 +27,25 @@ def stand_pose(
     return qpos.to(backend.device), qvel.to(backend.device)
 
 
-def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """A state with every world at ``stand_pose``."""
+def standing(
+    backend: SimBackend, seed: int, origins: torch.Tensor | None = None
+) -> tuple[dict[str, torch.Tensor], Callable[[], None]]:
+    """A state with every world at ``stand_pose``, and the call that puts every world back there in place (the
+    state's own tensors, which a captured graph reads and writes)."""
     state = backend.initial_state()
     everyone = torch.ones(backend.num_worlds, dtype=torch.bool, device=backend.device)
-    backend.reset_(state, everyone, *stand_pose(backend, seed, origins))
-    return state
+    pose = stand_pose(backend, seed, origins)
+
+    def restand() -> None:
+        backend.reset_(state, everyone, *pose)
+
+    restand()
+    return state, restand
+
+
+def stand_state(backend: SimBackend, seed: int, origins: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """A state with every world at ``stand_pose``."""
+    return standing(backend, seed, origins)[0]
 
 
 def stand_ctrl(backend: SimBackend) -> torch.Tensor:
@@ -53,8 +66,8 @@ def rate(
     """``run``'s control steps a second over ``steps`` steps; with ``restand`` (putting every world back at the stand,
     in place), timed ``STAND_STEPS`` at a time from the stand, the resets untimed."""
     block = steps if restand is None else STAND_STEPS
-    elapsed, done = 0.0, 0
-    while done < steps:
+    elapsed = 0.0
+    for done in range(0, steps, block):
         if restand is not None:
             restand()
         settle(device)
@@ -63,7 +76,6 @@ def rate(
             run()
         settle(device)
         elapsed += time.perf_counter() - start
-        done += min(block, steps - done)
     return steps * num_envs / elapsed
 
 

@@ -37,6 +37,9 @@ NoiseScale = Annotated[float, Range(0.0, 10.0, why="a multiple of the task's noi
 # every solver kernel launched over the rows pays for the empty ones.
 ContactsPerWorld = Annotated[int, Range(1, 1024, why="contacts a world, pooled over the worlds")]
 ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's solve holds")]
+# How far an action of 1 moves a joint target, as a multiple of the robot's own action scale (``task.action_reach=1``
+# gives the robot's): a policy whose actions are bounded reaches no further than this.
+ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's action scale")]
 # How a task's terrain is built into its scene (``task.layout=solid``): one of the scene's layouts
 # (``unilab.terrain.scene``), so that the physics' cost of each can be measured on the same task.
 TerrainLayout = Annotated[str, Choice(LAYOUTS, why="how the scene builds the terrain")]

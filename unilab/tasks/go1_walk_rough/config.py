@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, PairSearch, TaskConfig, TerrainLayout
+from unilab.envs.config import (
+    ActionReach,
+    ConstraintRows,
+    ContactsPerWorld,
+    NoiseScale,
+    PairSearch,
+    TaskConfig,
+    TerrainLayout,
+)
 from unilab.robots import go1
 from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
@@ -51,6 +59,13 @@ ROUGH = RoughSpec(
     touchdown_height=KNEE_CLEARANCE,
 )
 
+# SAC's actions are bounded to [-1, 1], so the action scale is all the reach a leg has. At the Go1's own scale
+# (mjlab's, a quarter of each servo's torque limit per unit: 0.37 rad at hip and thigh, 0.25 at the calf) a foot
+# lifts at most 10.6 cm above where it stands, and only with the thigh and calf both at their bounds, while a 10 cm
+# step under an 8 cm swing asks 18 cm; at twice that scale the reach is 24 cm up and 18 cm forward
+# (``tests/test_rough_task.py`` checks both on the model). The G1's legs reach a full radian either way.
+ACTION_REACH = 2.0
+
 
 def make_task(
     noise_scale: NoiseScale = 1.0,
@@ -62,6 +77,7 @@ def make_task(
     broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
     layout: TerrainLayout = TERRAIN.layout,
+    action_reach: ActionReach = ACTION_REACH,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
@@ -69,7 +85,9 @@ def make_task(
     buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
     (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
     terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-    (``TerrainConfig.layout``)."""
+    (``TerrainConfig.layout``); ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why)."""
     terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout)
     rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
-    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")
+    robot = dataclasses.replace(go1.ROBOT, action_scale=tuple(action_reach * s for s in go1.ACTION_SCALE))
+    walk = dataclasses.replace(WALK, robot=robot)
+    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

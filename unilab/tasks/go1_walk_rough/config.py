@@ -63,7 +63,7 @@ ROUGH = RoughSpec(
 # (mjlab's, a quarter of each servo's torque limit per unit: 0.37 rad at hip and thigh, 0.25 at the calf) a foot
 # lifts at most 10.6 cm above where it stands, and only with the thigh and calf both at their bounds, while a 10 cm
 # step under an 8 cm swing asks 18 cm; at twice that scale the reach is 24 cm up and 18 cm forward
-# (``tests/test_rough_task.py`` checks both on the model). The G1's legs reach a full radian either way.
+# (``tests/test_go1_reach.py`` checks both on the model). The G1's legs reach a full radian either way.
 ACTION_REACH = 2.0
 
 

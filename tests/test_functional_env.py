@@ -209,17 +209,24 @@ def test_unknown_task_and_override_are_named() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sim", "task"), [("mujoco", "g1_walk_flat"), ("mjwarp", "g1_walk_flat"), ("mjwarp", "g1_walk_flat_rand")]
+    ("sim", "task"),
+    [
+        ("mujoco", "g1_walk_flat"),
+        ("mjwarp", "g1_walk_flat"),
+        ("mjwarp", "g1_walk_flat_rand"),
+        ("mujoco", "go1_walk_rough"),
+    ],
 )
 def test_step_traces_fullgraph_with_physics_as_an_opaque_op(sim: str, task: str) -> None:
     """torch.compile(fullgraph=True) fails on any graph break, the CPU-visible form of a host sync.
 
     ``aot_eager`` runs Dynamo and AOTAutograd (functionalization of the physics ops'
     declared mutations) without Inductor's C++ codegen, which takes minutes on 2 cores. The randomised
-    variant adds per-world model parameters to the op and per-substep targets (latency).
+    variant adds per-world model parameters to the op and per-substep targets (latency); the Go1's rough walk, the
+    terms that read the terrain's height map.
     """
     env = make_functional_env(task, sim=sim, num_envs=2)
-    action = torch.rand(2, 29, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    action = torch.rand(2, env.action_dim, generator=torch.Generator().manual_seed(0)) * 2 - 1
     rng = make_rng(0)
     compiled = torch.compile(env.step, fullgraph=True, backend="aot_eager")
     state_c, trans_c = compiled(env.reset(rng), action, advance(rng))

@@ -8,7 +8,7 @@ import torch
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
-from unilab.mdp.terrain import height_above_ground
+from unilab.mdp.terrain import ground_normal, height_above_ground
 from unilab.terrain.heightmap import HeightMap
 
 if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
@@ -39,6 +39,18 @@ def ang_vel_xy_l2(state: TensorDict, ctx: EnvContext, gyro: str) -> torch.Tensor
 def upvector_xy_l2(state: TensorDict, ctx: EnvContext, upvector: str) -> torch.Tensor:
     """Tilt penalty: x^2 + y^2 of a body z-axis in world (0 when upright)."""
     return sensor(state, ctx, upvector)[:, :2].square().sum(-1)
+
+
+def upvector_from_ground_l2(
+    state: TensorDict, ctx: EnvContext, upvector: str, body: str, ground: HeightMap, span: float
+) -> torch.Tensor:
+    """Tilt penalty against the ground: 1 - (u . n)^2, the squared sine of the angle between a body's z-axis u in
+    world and the normal n of the ground under ``body`` (``ground_normal`` over ``span``); on level ground it is
+    ``upvector_xy_l2``. A quadruped on a flight of stairs stands with its trunk along the flight, its feet a step or
+    two apart; held level instead, its front legs fold and its knees, hips and head meet the steps."""
+    up = sensor(state, ctx, upvector)
+    normal = ground_normal(ground, state["sim", "xpos"][:, ctx.body_ids[body], :2], span)
+    return 1.0 - (up * normal).sum(-1).square()
 
 
 def action_rate_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:

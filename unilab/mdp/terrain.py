@@ -85,6 +85,21 @@ def footprint(radius: float, points: int = 8) -> torch.Tensor:
     return torch.cat((torch.zeros(1, 2, dtype=torch.float64), ring)).float()
 
 
+def ground_normal(ground: HeightMap, xy: torch.Tensor, span: float, points: int = 5) -> torch.Tensor:
+    """The unit normal (N, 3) of the plane the ground under world points ``xy`` (N, 2) makes over ``span`` metres
+    either side along x and along y: each slope is the least-squares line through ``points`` heights on that
+    stretch. On stairs the fitted plane follows the flight (a run of 0.3 m and a rise of 0.1 m read about 18
+    degrees wherever the stretch covers two steps or more), where two heights a step apart would jump from flat to
+    a riser's and back."""
+    offsets = torch.linspace(-span, span, points, device=xy.device, dtype=xy.dtype)
+    x, y = xy[:, 0:1], xy[:, 1:2]
+    weight = offsets / offsets.square().sum()
+    slope_x = (ground(x + offsets, y.expand(-1, points)) * weight).sum(-1)
+    slope_y = (ground(x.expand(-1, points), y + offsets) * weight).sum(-1)
+    normal = torch.stack((-slope_x, -slope_y, torch.ones_like(slope_x)), dim=-1)
+    return normal / torch.linalg.vector_norm(normal, dim=-1, keepdim=True)
+
+
 def height_above_ground(ground: HeightMap, points: torch.Tensor, around: torch.Tensor | None = None) -> torch.Tensor:
     """How high world ``points`` (..., 3) are above the surface under them; with ``around`` (``footprint``'s
     offsets), above the highest surface under any of those offsets from each point, so a foot approaching a step

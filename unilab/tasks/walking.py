@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,6 +32,7 @@ from unilab.managers.terms import (
     EventTerm,
     ObsTerm,
     RewardTerm,
+    TermFn,
     TerminationTerm,
 )
 from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
@@ -130,7 +132,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
     scales. On a terrain the swing height counts from the highest ground within the feet's reach. The clearance
     penalty asks a moving foot for the gait's swing height, so that it and the gait reward ask for one swing."""
     robot, gait = spec.robot, spec.gait
-    gyro, linvel, upvector = robot.gyro_sensor, robot.linvel_sensor, robot.upvector_sensor
+    gyro, linvel = robot.gyro_sensor, robot.linvel_sensor
     heights = {} if ground is None else {"ground": ground.heights, "around": footprint(ground.rough.foot_reach)}
     feet = {"phase": "gait_phase", "foot_pos_sensors": robot.foot_pos_sensors, "swing_height": gait.swing_height}
     clearance = {
@@ -146,7 +148,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
         "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro, "sigma": 0.25}, False),
         "penalty_ang_vel_xy": (rewards.ang_vel_xy_l2, {"gyro": gyro}, True),
-        "penalty_orientation": (rewards.upvector_xy_l2, {"upvector": upvector}, True),
+        "penalty_orientation": _tilt(spec, ground),
         "penalty_action_rate": (rewards.action_rate_l2, {}, True),
         "pose": (rewards.joint_pose_weighted_l2, {"weights": torch.tensor(spec.pose_weights)}, True),
         "penalty_feet_ori": (rewards.quat_xy_l2, {"quat_sensors": robot.foot_quat_sensors}, True),
@@ -159,6 +161,17 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         for name in REWARDS
         if name in spec.weights
     }
+
+
+def _tilt(spec: WalkSpec, ground: Ground | None) -> tuple[TermFn, dict[str, Any], bool]:
+    """The orientation penalty: the trunk's tilt from the vertical, or, on a terrain whose ``RoughSpec.tilt_span``
+    is not 0, from the plane of the ground under it."""
+    upvector = spec.robot.upvector_sensor
+    if ground is None or ground.rough.tilt_span == 0.0:
+        return rewards.upvector_xy_l2, {"upvector": upvector}, True
+    params = {"upvector": upvector, "body": spec.robot.base_body, "ground": ground.heights}
+    params["span"] = ground.rough.tilt_span
+    return rewards.upvector_from_ground_l2, params, True
 
 
 def _terminations(spec: WalkSpec, ground: Ground | None) -> dict[str, TerminationTerm]:
@@ -332,7 +345,9 @@ class RoughSpec:
     ``straight_commands`` is the share of episodes whose command does not turn, so that robots cross their tiles
     (a turning command held for an episode walks a circle). ``tilt_ends_episode`` keeps the walk's tilt
     termination (a quadruped on a slope or a step tilts far and recovers); ``touchdown_bodies`` end an episode when
-    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees). ``broadphase`` picks MuJoCo
+    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees). ``tilt_span`` (m), unless 0,
+    turns the orientation penalty from the vertical to the plane the ground makes ``tilt_span`` either side of the
+    base (a quadruped climbs along a flight; a biped stays upright on it). ``broadphase`` picks MuJoCo
     Warp's pair search (``SimConfig.broadphase``): on a terrain each robot geom is paired with every terrain box."""
 
     terrain: TerrainConfig
@@ -344,6 +359,7 @@ class RoughSpec:
     tilt_ends_episode: bool = True
     touchdown_bodies: tuple[str, ...] = ()
     touchdown_height: float = 0.0
+    tilt_span: float = 0.0
     broadphase: str | None = None
 
 

@@ -1,0 +1,167 @@
+"""``python scripts/fall_census.py --checkpoint model.pt --suite stairs_down [--without touchdown]``: what a policy's
+robots touch the terrain with, and whether a fall rule agrees with it.
+
+A termination that stands in for a fall (a knee near the ground, say) is judged by what it ends: robots that are down,
+or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU,
+with the terms named by ``--without`` switched off, so the episodes go on where those terms would have ended them.
+After every step it evaluates those terms by hand on the state and asks MuJoCo's collision detection, on each env's
+pose, which of the robot's bodies other than its feet touch the terrain. It prints, over the envs, how many episodes
+each term would have ended and each body touched the ground in, and how many of the term's endings came with a body
+on the ground at that step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import torch
+
+from unilab.apps.args import InputError
+from unilab.apps.eval import suite_overrides
+from unilab.apps.policy import policy_source
+from unilab.apps.rollout import task_of
+from unilab.envs.functional import FunctionalEnv
+from unilab.envs.runner import EnvRunner
+from unilab.managers.terms import TerminationTerm
+from unilab.run.checkpoint import CheckpointError
+from unilab.tasks.registry import build_env
+
+
+def body_names(model: mujoco.MjModel) -> list[str]:
+    return [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) or f"body_{b}" for b in range(model.nbody)]
+
+
+def feet_geoms(model: mujoco.MjModel, pattern: str) -> frozenset[int]:
+    """The geoms whose names match ``pattern``: the feet, whose contacts with the ground are the walk itself. A
+    foot's geom may share its body with a shin (the Go1's calf), so the feet are told apart by geom, not by body."""
+    names = (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom))
+    return frozenset(g for g, name in enumerate(names) if re.fullmatch(pattern, name))
+
+
+def touching(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet: frozenset[int]) -> set[int]:
+    """The bodies (ids) with a geom other than ``feet`` that penetrates a geom of the world body (the terrain) at
+    ``qpos``."""
+    data.qpos[:] = qpos
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_collision(model, data)
+    bodies = set()
+    for contact in data.contact[: data.ncon]:
+        geoms = (int(contact.geom1), int(contact.geom2))
+        a, b = (int(model.geom_bodyid[g]) for g in geoms)
+        if contact.dist < 0 and (a == 0) != (b == 0):
+            robot_geom = geoms[1] if a == 0 else geoms[0]
+            if robot_geom not in feet:
+                bodies.add(int(model.geom_bodyid[robot_geom]))
+    return bodies
+
+
+@dataclass
+class Census:
+    """Per env, the first step each term fired and each body touched the terrain (-1: never); and, per term, the
+    envs where a body touched the terrain at the step the term first fired."""
+
+    steps: int
+    terms: dict[str, torch.Tensor] = field(default_factory=dict)
+    bodies: dict[str, torch.Tensor] = field(default_factory=dict)
+    term_with_contact: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        n = next(iter(self.terms.values())).numel() if self.terms else 0
+        out = [f"{n} envs, {self.steps} steps"]
+        for name, first in self.terms.items():
+            fired = first >= 0
+            out.append(
+                f"  term {name:20s} would end {int(fired.sum()):4d} episodes; "
+                f"{int(self.term_with_contact[name].sum())} of them with a body on the ground then"
+            )
+        for name, first in sorted(self.bodies.items(), key=lambda item: -int((item[1] >= 0).sum())):
+            touched = int((first >= 0).sum())
+            if touched:
+                out.append(f"  body {name:20s} touched the terrain in {touched:4d} episodes")
+        return out
+
+
+@torch.no_grad()
+def census(
+    env: FunctionalEnv,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    judged: Mapping[str, TerminationTerm],
+    feet: str,
+    steps: int,
+    seed: int = 0,
+) -> Census:
+    """Roll ``policy`` on ``env`` (C MuJoCo: its model and qpos) for ``steps`` steps, each env's first episode only,
+    evaluating ``judged`` (terms the env itself no longer applies) and the terrain contacts of every body but the
+    world, through any geom but those whose names match ``feet``."""
+    model = env.sim.model
+    data = mujoco.MjData(model)
+    names = body_names(model)
+    foot_geoms = feet_geoms(model, feet)
+    n = env.num_envs
+    result = Census(steps)
+    result.terms = {name: torch.full((n,), -1) for name in judged}
+    result.term_with_contact = {name: torch.zeros(n, dtype=torch.bool) for name in judged}
+    result.bodies = {names[b]: torch.full((n,), -1) for b in range(1, model.nbody)}
+    running = torch.ones(n, dtype=torch.bool)
+    runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
+    for step in range(steps):
+        transition = runner.step()
+        state = runner.state
+        qpos = state["sim", "qpos"].double().numpy()
+        fired = {name: term.func(state, env.ctx, **term.params).cpu() for name, term in judged.items()}
+        for i in torch.nonzero(running).flatten().tolist():
+            down = touching(model, data, qpos[i], foot_geoms)
+            for body in down:
+                if result.bodies[names[body]][i] < 0:
+                    result.bodies[names[body]][i] = step
+            for name, hits in fired.items():
+                if hits[i] and result.terms[name][i] < 0:
+                    result.terms[name][i] = step
+                    result.term_with_contact[name][i] = bool(down)
+        running &= ~transition["next", "done"].reshape(-1).cpu()
+        if not running.any():
+            break
+    return result
+
+
+def main(argv: list[str] | None = None) -> Census:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--suite", required=True, help="a terrain suite (stairs_up, stairs_down, slope, rough)")
+    parser.add_argument("--row", type=int, default=None, help="the terrain row (default: the hardest)")
+    parser.add_argument("--without", nargs="*", default=["touchdown"], help="termination terms to judge, not apply")
+    parser.add_argument("--num-envs", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--feet", default=".*foot.*", help="regex of the feet's geom names (left out)")
+    args = parser.parse_args(argv)
+    try:
+        source = policy_source(args.checkpoint, None, None)
+        overrides = suite_overrides(source.task, args.suite, source.overrides)
+        base = task_of(source.task, overrides)
+    except (InputError, CheckpointError, ValueError) as exc:
+        parser.error(str(exc))
+    if base.terrain is None:
+        parser.error(f"{source.task} walks on a flat floor; the census reads a terrain's rows")
+    missing = [name for name in args.without if name not in base.terminations]
+    if missing:
+        parser.error(f"{source.task} has no termination {missing[0]!r}; its terms: {', '.join(base.terminations)}")
+    overrides["terrain_level"] = base.terrain.rows - 1 if args.row is None else args.row
+    judged = {name: base.terminations[name] for name in args.without}
+    overrides["terminations"] = {k: v for k, v in base.terminations.items() if k not in judged}
+    config = task_of(source.task, overrides)
+    env = build_env(config, sim="mujoco", num_envs=args.num_envs, device="cpu")
+    policy = source.policy(env)
+    result = census(env, policy, judged, args.feet, args.steps, args.seed)
+    print(f"{args.checkpoint.name}, {args.suite} row {overrides['terrain_level']}: " + "\n".join(result.lines()))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``scripts/fall_census.py``: a term switched off in the env is judged by hand, and the bodies that touch the
+terrain are found by MuJoCo's collision detection, feet left out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from scripts.fall_census import census, main
+from unilab.robots import go1
+from unilab.tasks.randomization import Randomization
+from unilab.tasks.registry import build_env, make_task
+
+
+def _pose(bend: dict[str, float]):
+    action = torch.tensor([bend.get(go1.part(joint), 0.0) for joint in go1.JOINT_NAMES])
+    return lambda obs: action.expand(obs.shape[0], -1)
+
+
+def test_a_standing_go1_touches_with_its_feet_alone_and_a_kneeling_one_with_its_knees() -> None:
+    task = make_task("go1_walk_rough", terrain_level=0, randomization=Randomization())  # row 0: level ground
+    judged = {"touchdown": task.terminations["touchdown"]}
+    kept = {name: term for name, term in task.terminations.items() if name not in judged}
+    env = build_env(dataclasses.replace(task, terminations=kept), sim="mujoco", num_envs=3, device="cpu")
+    standing = census(env, _pose({}), judged, ".*foot.*", steps=60)
+    assert (standing.terms["touchdown"] < 0).all()
+    assert all((first < 0).all() for first in standing.bodies.values())
+    # Thighs forward and calves unfolded as far as an action reaches: the hind knees go down, and the episodes go on.
+    kneeling = census(env, _pose({"thigh": -1.0, "calf": 1.0}), judged, ".*foot.*", steps=60)
+    fired, knees = kneeling.terms["touchdown"], kneeling.bodies
+    assert (fired >= 0).all()
+    for calf in ("RR_calf", "RL_calf"):
+        # The knee rule fires 2 cm above the ground, before the calf's capsule touches it.
+        assert (knees[calf] >= fired).all()
+
+
+def test_a_missing_checkpoint_is_one_line(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(tmp_path / "none.pt"), "--suite", "stairs_down"])
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].endswith(f"error: checkpoint not found: {tmp_path / 'none.pt'}")

@@ -6,8 +6,9 @@ or robots that would have walked on. This rolls a checkpoint at one row of a ter
 with the terms named by ``--without`` switched off, so the episodes go on where those terms would have ended them.
 After every step it evaluates those terms by hand on the state and asks MuJoCo's collision detection, on each env's
 pose, which of the robot's bodies other than its feet touch the terrain. It prints, over the envs, how many episodes
-each term would have ended and each body touched the ground in, and how many of the term's endings came with a body
-on the ground at that step.
+each term would have ended and each body touched the ground in, how many of the term's endings came with a body on
+the ground at that step, and, where the ground under the robot slopes, how far its trunk tilts from the vertical
+against the ground's slope: whether it climbs along a flight or holds itself level.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from unilab.apps.rollout import task_of
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.managers.terms import TerminationTerm
+from unilab.mdp.terrain import ground_normal
 from unilab.run.checkpoint import CheckpointError
 from unilab.tasks.registry import build_env
+from unilab.terrain import generate
+from unilab.terrain.heightmap import HeightMap
 
 
 def body_names(model: mujoco.MjModel) -> list[str]:
@@ -61,6 +65,10 @@ def touching(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet:
     return bodies
 
 
+SLOPED = 10.0  # degrees: ground this steep is a flight or a slope, where a quadruped's trunk may follow the ground
+SLOPE_SPAN = 0.3  # m either side of the base: two of the stairs' treads (``ground_normal``)
+
+
 @dataclass
 class Census:
     """Per env, the first step each term fired and each body touched the terrain (-1: never); and, per term, the
@@ -70,6 +78,9 @@ class Census:
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
     bodies: dict[str, torch.Tensor] = field(default_factory=dict)
     term_with_contact: dict[str, torch.Tensor] = field(default_factory=dict)
+    sloped_steps: int = 0  # env steps on ground sloping SLOPED degrees or more, and the sums of both angles there
+    slope_sum: float = 0.0
+    tilt_sum: float = 0.0
 
     def lines(self) -> list[str]:
         n = next(iter(self.terms.values())).numel() if self.terms else 0
@@ -84,6 +95,12 @@ class Census:
             touched = int((first >= 0).sum())
             if touched:
                 out.append(f"  body {name:20s} touched the terrain in {touched:4d} episodes")
+        if self.sloped_steps:
+            out.append(
+                f"  on ground sloping {SLOPED:.0f} degrees or more ({self.sloped_steps} env steps): the ground "
+                f"{self.slope_sum / self.sloped_steps:.1f} degrees, the trunk {self.tilt_sum / self.sloped_steps:.1f} "
+                "degrees from the vertical"
+            )
         return out
 
 
@@ -95,10 +112,12 @@ def census(
     feet: str,
     steps: int,
     seed: int = 0,
+    ground: HeightMap | None = None,
 ) -> Census:
     """Roll ``policy`` on ``env`` (C MuJoCo: its model and qpos) for ``steps`` steps, each env's first episode only,
     evaluating ``judged`` (terms the env itself no longer applies) and the terrain contacts of every body but the
-    world, through any geom but those whose names match ``feet``."""
+    world, through any geom but those whose names match ``feet``; on ``ground``, also how far the trunk tilts from
+    the vertical where the ground under it slopes (does it follow the ground or hold itself level?)."""
     model = env.sim.model
     data = mujoco.MjData(model)
     names = body_names(model)
@@ -115,6 +134,8 @@ def census(
         state = runner.state
         qpos = state["sim", "qpos"].double().numpy()
         fired = {name: term.func(state, env.ctx, **term.params).cpu() for name, term in judged.items()}
+        if ground is not None:
+            _angles(result, state, env, ground, running)
         for i in torch.nonzero(running).flatten().tolist():
             down = touching(model, data, qpos[i], foot_geoms)
             for body in down:
@@ -128,6 +149,19 @@ def census(
         if not running.any():
             break
     return result
+
+
+def _angles(result: Census, state, env: FunctionalEnv, ground: HeightMap, running: torch.Tensor) -> None:
+    """Adds the ground's slope under each running env's base and its trunk's tilt where the slope is ``SLOPED``
+    or more."""
+    robot = env.task.robot
+    up = env.ctx.sensor(state["sim", "sensordata"], robot.upvector_sensor)
+    normal = ground_normal(ground, state["sim", "xpos"][:, env.ctx.body_ids[robot.base_body], :2], SLOPE_SPAN)
+    slope, tilt = (torch.rad2deg(torch.acos(z.clamp(-1.0, 1.0))) for z in (normal[:, 2], up[:, 2]))
+    sloped = running & (slope >= SLOPED)
+    result.sloped_steps += int(sloped.sum())
+    result.slope_sum += float(slope[sloped].sum())
+    result.tilt_sum += float(tilt[sloped].sum())
 
 
 def main(argv: list[str] | None = None) -> Census:
@@ -158,7 +192,8 @@ def main(argv: list[str] | None = None) -> Census:
     config = task_of(source.task, overrides)
     env = build_env(config, sim="mujoco", num_envs=args.num_envs, device="cpu")
     policy = source.policy(env)
-    result = census(env, policy, judged, args.feet, args.steps, args.seed)
+    ground = generate(config.terrain).height_map()
+    result = census(env, policy, judged, args.feet, args.steps, args.seed, ground)
     print(f"{args.checkpoint.name}, {args.suite} row {overrides['terrain_level']}: " + "\n".join(result.lines()))
     return result
 

@@ -4,6 +4,7 @@ terrain are found by MuJoCo's collision detection, feet left out."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from scripts.fall_census import census, main
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import build_env, make_task
+from unilab.terrain.heightmap import HeightMap
 
 
 def _pose(bend: dict[str, float]):
@@ -34,6 +36,21 @@ def test_a_standing_go1_touches_with_its_feet_alone_and_a_kneeling_one_with_its_
     for calf in ("RR_calf", "RL_calf"):
         # The knee rule fires 2 cm above the ground, before the calf's capsule touches it.
         assert (knees[calf] >= fired).all()
+
+
+def test_the_trunks_tilt_is_set_against_the_slope_of_the_ground_under_it() -> None:
+    env = build_env(make_task("go1_walk_rough", terrain_level=0, randomization=Randomization()), "mujoco", 2, "cpu")
+    xs = (torch.arange(201) - 100) * 1.0  # the whole terrain, 200 m across: the tiles lie tens of metres out
+    incline = HeightMap((xs.expand(201, -1) * math.tan(math.radians(20.0))).contiguous(), 1.0)  # read, not stepped on
+    standing = census(env, _pose({}), {}, ".*foot.*", steps=20, ground=incline)
+    # On level physics the robots stand about level (a few degrees as they settle on their spawn): the ground the
+    # census reads slopes 20 degrees, the trunks do not follow it.
+    assert standing.sloped_steps == 2 * 20
+    assert standing.slope_sum / standing.sloped_steps == pytest.approx(20.0, abs=1e-3)
+    assert standing.tilt_sum / standing.sloped_steps < 10.0
+    assert "the ground 20.0 degrees" in standing.lines()[-1]
+    level = census(env, _pose({}), {}, ".*foot.*", steps=20, ground=HeightMap(torch.zeros(201, 201), 1.0))
+    assert level.sloped_steps == 0
 
 
 def test_a_missing_checkpoint_is_one_line(tmp_path, capsys) -> None:

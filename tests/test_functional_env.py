@@ -314,8 +314,8 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("task", "knobs"),
-    [("g1_walk_flat", {}), ("g1_walk_rough", {}), ("g1_walk_rough", {"layout": "solid"})],
-    ids=["flat", "rough", "rough-solid"],
+    [("g1_walk_flat", {}), ("g1_walk_rough", {}), ("g1_walk_rough", {"layout": "solid"}), ("go1_walk_rough", {})],
+    ids=["flat", "rough", "rough-solid", "go1-rough"],
 )
 def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
@@ -324,10 +324,11 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     ~1e-7, on height fields by whole contacts (measured on the H200: 1 to 8 of 256 envs per step, rewards up to 0.7
     apart). So on the plane every env must agree; on terrain the captured step may part from the eager one in no more
     envs than a second eager step does, plus two; a broken capture parts in all of them. The solid layout's slopes
-    (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too."""
+    (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too; the
+    Go1's rough walk reads the height map in more of its terms (the knees' clearance, the ground's plane)."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)
-    weight = torch.randn(env.obs_dims["policy"], 29, device="cuda", generator=seeded) * 0.1
+    weight = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda", generator=seeded) * 0.1
 
     def policy(obs):
         return torch.tanh(obs["policy"] @ weight)

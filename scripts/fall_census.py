@@ -37,10 +37,6 @@ from unilab.terrain import generate
 from unilab.terrain.heightmap import HeightMap
 
 
-def body_names(model: mujoco.MjModel) -> list[str]:
-    return [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) or f"body_{b}" for b in range(model.nbody)]
-
-
 def feet_geoms(model: mujoco.MjModel, pattern: str) -> frozenset[int]:
     """The geoms whose names match ``pattern``: the feet, whose contacts with the ground are the walk itself. A
     foot's geom may share its body with a shin (the Go1's calf), so the feet are told apart by geom, not by body."""
@@ -120,13 +116,15 @@ def census(
     the vertical where the ground under it slopes (does it follow the ground or hold itself level?)."""
     model = env.sim.model
     data = mujoco.MjData(model)
-    names = body_names(model)
+    names = {body: name for name, body in env.ctx.body_ids.items()}
     foot_geoms = feet_geoms(model, feet)
     n = env.num_envs
-    result = Census(steps)
-    result.terms = {name: torch.full((n,), -1) for name in judged}
-    result.term_with_contact = {name: torch.zeros(n, dtype=torch.bool) for name in judged}
-    result.bodies = {names[b]: torch.full((n,), -1) for b in range(1, model.nbody)}
+    result = Census(
+        steps,
+        terms={name: torch.full((n,), -1) for name in judged},
+        bodies={names[b]: torch.full((n,), -1) for b in range(1, model.nbody)},
+        term_with_contact={name: torch.zeros(n, dtype=torch.bool) for name in judged},
+    )
     running = torch.ones(n, dtype=torch.bool)
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
     for step in range(steps):

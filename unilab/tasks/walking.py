@@ -169,8 +169,12 @@ def _tilt(spec: WalkSpec, ground: Ground | None) -> tuple[TermFn, dict[str, Any]
     upvector = spec.robot.upvector_sensor
     if ground is None or ground.rough.tilt_span == 0.0:
         return rewards.upvector_xy_l2, {"upvector": upvector}, True
-    params = {"upvector": upvector, "body": spec.robot.base_body, "ground": ground.heights}
-    params["span"] = ground.rough.tilt_span
+    params = {
+        "upvector": upvector,
+        "body": spec.robot.base_body,
+        "ground": ground.heights,
+        "span": ground.rough.tilt_span,
+    }
     return rewards.upvector_from_ground_l2, params, True
 
 

@@ -20,6 +20,8 @@ from unilab.apps.compose import compose_config
 from unilab.apps.policy import checkpoint_policy
 from unilab.apps.train import run
 from unilab.core.spec import EnvSpec
+from unilab.run.config import task_overrides
+from unilab.tasks.registry import make_task
 from unilab.train.on_policy import rollout_buffer
 from unilab.train.ppo.config import PPOConfig
 from unilab.train.ppo.learner import PPOLearner
@@ -222,6 +224,28 @@ def test_bad_ppo_config_is_one_line_before_any_work(override: str, message: str)
     with pytest.raises(ValueError) as info:
         compose_config([*TINY_PPO, override])
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_flat_rand", "g1_walk_rough"])
+def test_the_g1_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: str) -> None:
+    own_weight = make_task(task).rewards["penalty_action_rate"].weight
+    tuned = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp"])
+    assert (tuned.algo.num_envs, tuned.algo.init_noise_std) == (8192, 0.25)
+    assert tuned.task.reward_weights == {"penalty_action_rate": -0.5} and own_weight == -4.0
+    assert (
+        make_task(tuned.task.name, **task_overrides(tuned)).rewards["penalty_action_rate"].weight == -0.5
+    )  # what the env is built with
+    mjlab = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", "+experiment=g1_ppo_mjlab"])
+    assert (mjlab.algo.num_envs, mjlab.algo.init_noise_std) == (4096, PPOConfig().init_noise_std) == (4096, 1.0)
+    assert make_task(mjlab.task.name, **task_overrides(mjlab)).rewards["penalty_action_rate"].weight == own_weight
+    typed = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", "task.reward_weights.penalty_action_rate=-2"])
+    assert (
+        make_task(typed.task.name, **task_overrides(typed)).rewards["penalty_action_rate"].weight == -2.0
+    )  # the command line wins over the tuning
+    # The CPU profile's sizes still win over the tuning's envs; SAC's settings and weights are untouched by it.
+    assert compose_config(["algo=ppo", f"task={task}", "sim=mujoco"]).algo.num_envs == 16
+    sac = compose_config(["algo=sac", f"task={task}", "sim=mjwarp"])
+    assert sac.task.reward_weights == {} and sac.algo.num_envs == 2048
 
 
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])

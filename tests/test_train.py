@@ -297,7 +297,7 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.learning_starts=1000", "algo.learning_starts=1000 is larger than algo.replay_buffer_n"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=td3", "unknown algo 'td3'; known algos: sac, flashsac, ppo"),
-        ("+experiment=fast", "unknown experiment 'fast'; known experiments: motion_library"),
+        ("+experiment=fast", "unknown experiment 'fast'; known experiments: g1_ppo_mjlab, motion_library"),
         ("training.play_seconds=0", "training.play_seconds must be in (0, 600], got 0.0"),
         ("training.play_seconds=1e9", "training.play_seconds must be in (0, 600], got 1000000000.0"),
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),
@@ -387,6 +387,11 @@ def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_th
     tuning.write_text("# @package algo\nuse_symmetry: 2\n")
     monkeypatch.setattr(registry, "_registered", {})
     registry.register_task("g1_walk_tuned", registry.get_task("g1_walk_flat").make_config, tuning={"sac": tuning})
+    # One that also sets task keys: its keys are global by its header.
+    both = tmp_path / "both" / "sac.yaml"
+    both.parent.mkdir()
+    both.write_text("# @package _global_\ntask:\n  obs_noise: false\nalgo:\n  use_symmetry: 2\n")
+    registry.register_task("g1_walk_both", registry.get_task("g1_walk_flat").make_config, tuning={"sac": both})
     # A preset of the config directory: its keys are global by its header.
     configs = tmp_path / "configs"
     shutil.copytree(compose_app.CONFIG_DIR, configs)
@@ -394,6 +399,7 @@ def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_th
     monkeypatch.setattr(compose_app, "CONFIG_DIR", configs)
     cases = {
         "task=g1_walk_tuned": f"{tuning}: algo.use_symmetry must be true or false, got 2",
+        "task=g1_walk_both": f"{both}: algo.use_symmetry must be true or false, got 2",
         "+experiment=loose": f"{configs / 'experiment' / 'loose.yaml'}: training.no_play must be true or false, got 0",
     }
     for override, message in cases.items():

@@ -67,11 +67,13 @@ def store_configs(algo: str) -> None:
     for name in ALGORITHMS:
         store.store(group="algo", name=name, node={"name": name})
         for sim, path in sim_profiles(name).items():
-            store.store(group="profile", name=f"{sim}_{name}", node=settings_file(path), package="algo")
+            package = file_package(path, "algo")
+            store.store(group="profile", name=f"{sim}_{name}", node=settings_file(path), package=package)
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
         for algo, path in get_task(name).tuning.items():
-            store.store(group="tuning", name=f"{algo}_{name}", node=settings_file(path), package="algo")
+            package = file_package(path, "algo")
+            store.store(group="tuning", name=f"{algo}_{name}", node=settings_file(path), package=package)
 
 
 def settings_file(path: Path) -> object:
@@ -86,6 +88,16 @@ def settings_file(path: Path) -> object:
         raise ValueError(f"{path}: not a plain YAML file of settings: {problem}{where}") from None
 
 
+_PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
+
+
+def file_package(path: Path, default: str) -> str:
+    """Where a settings file's keys go: the package its ``# @package`` header names, else ``default``. A task's
+    tuning sets its algorithm's keys (``algo``) unless it says ``_global_``, as one that also sets task keys does."""
+    header = _PACKAGE_HEADER.search(path.read_text())
+    return header.group(1) if header else default
+
+
 def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:
     """``(dotted path, value)`` of a config's leaves (``algo.num_envs``)."""
     if not isinstance(node, dict) or not node:
@@ -97,29 +109,24 @@ def _leaf_keys(node: object, prefix: str = "") -> list[str]:
     return [key for key, _ in _leaves(node, prefix)]
 
 
-_PACKAGE_HEADER = re.compile(r"^#\s*@package\s+(\S+)", re.MULTILINE)
-
-
 def check_file_bools(choices: dict[str, str | None], node: TrainConfig) -> None:
     """``check_bools`` for the config files a composition chose (Hydra's ``choices``: group -> option), as they are
     written: the merge into the schema converts 2 or 'yes' to true there as it does on the command line. A file of
-    the config directory puts its keys under its group unless its ``# @package`` header says else; the task's
-    tuning file and the algorithm's backend profile put them under ``algo``, where ``store_configs`` stores them."""
-    # (file, where its keys go, whether a ``# @package`` header in it decides that instead)
-    files = [(CONFIG_DIR / group / f"{option}.yaml", group, True) for group, option in choices.items() if option]
+    the config directory puts its keys under its group, the task's tuning file and the algorithm's backend profile
+    under ``algo`` (where ``store_configs`` stores them), each unless its ``# @package`` header says else."""
+    # (file, where its keys go without a header)
+    files = [(CONFIG_DIR / group / f"{option}.yaml", group) for group, option in choices.items() if option]
     tuning = get_task(choices["task"]).tuning.get(choices["algo"]) if choices.get("task") else None
     if tuning is not None:
-        files.append((Path(tuning), "algo", False))
+        files.append((Path(tuning), "algo"))
     profile = sim_profiles(choices["algo"]).get(choices.get("sim") or "") if choices.get("algo") else None
     if profile is not None:
-        files.append((profile, "algo", False))
-    for path, package, by_header in files:
+        files.append((profile, "algo"))
+    for path, default in files:
         if not path.is_file():  # the schema, or a group this project keeps in the ConfigStore
             continue
-        text = path.read_text()
-        header = _PACKAGE_HEADER.search(text) if by_header else None
-        package = header.group(1) if header else package
-        tree = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        package = file_package(path, default)
+        tree = OmegaConf.to_container(OmegaConf.create(path.read_text()), resolve=False)
         try:
             check_bools(_leaves(tree, "" if package == "_global_" else package), node)
         except ValueError as exc:

@@ -280,7 +280,8 @@ def test_play_replaces_a_video_or_still_only_with_force(
 
 def test_plot_run_writes_a_png_of_the_expected_size(tiny_run: Path, tmp_path: Path) -> None:
     scalars = curves.read_scalars(tiny_run)
-    assert curves.RATE_TAG in scalars and any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars)
+    assert scalars.wall_time and curves.RATE_TAG in scalars.by_tag
+    assert any(tag.startswith(curves.REWARD_PREFIX) for tag in scalars.by_tag)
     default = curves.plot_run(tiny_run)
     assert default == tiny_run / curves.CURVES_NAME
     image = mpimg.imread(curves.main([str(tiny_run), "--out", str(tmp_path / "c.png")]))
@@ -293,7 +294,29 @@ def test_plot_curves_cli_names_the_missing_run(tmp_path: Path, capsys: pytest.Ca
     assert exc.value.code == 2 and str(tmp_path / "no_run") in capsys.readouterr().err
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path)])
-    assert "no TensorBoard event files" in capsys.readouterr().err
+    assert "no TensorBoard event files or CSV scalars" in capsys.readouterr().err
+
+
+def test_a_csv_logged_run_is_drawn_against_env_steps_and_a_bad_row_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "scalars" / "episode").mkdir(parents=True)
+    # As TorchRL's CSV logger writes them: one "step,value" row per log point, here out of order.
+    (run_dir / "scalars" / "episode" / "episode_length.csv").write_text("4000000,900.0\n2000000,50.0\n")
+    (run_dir / "scalars" / "episode" / "reward_alive.csv").write_text("2000000,0.2\n4000000,0.2\n")
+    scalars = curves.read_scalars(run_dir)
+    assert not scalars.wall_time
+    assert scalars.by_tag[curves.LENGTH_TAG] == ([2e6, 4e6], [50.0, 900.0])
+    assert scalars.axis([2e6, 4e6]) == ([2.0, 4.0], "env steps (M)")
+    image = mpimg.imread(curves.main([str(run_dir), "--out", str(tmp_path / "c.png")]))
+    assert image.shape[:2] == (800, 1200)
+    (run_dir / "scalars" / "episode" / "reward_alive.csv").write_text("2000000,0.2\nstep;value\n")
+    with pytest.raises(SystemExit) as exc:
+        curves.main([str(run_dir), "--out", str(tmp_path / "d.png")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "reward_alive.csv: line 2 is not 'step,value'" in err
+    assert not (tmp_path / "d.png").exists()
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,16 @@
 """``plot_curves``: a run's learning curves, or its eval series, as one PNG (for docs, and runs without TensorBoard).
 
-The x-axis is wall time (minutes since the run's first logged scalar, from each event's ``wall_time`` field), not
-env steps: the question these plots answer is how long a policy takes to learn, which is what differs between
-backends and machines; TensorBoard itself already shows the env-step axis.
+The x-axis is wall time (minutes since the run's first logged scalar, from each event's ``wall_time`` field) where
+the run logged to TensorBoard: the question these plots answer is how long a policy takes to learn, which is what
+differs between backends and machines. A run that logged CSV files (``training.logger=csv``) kept no times, only
+each scalar's env step, so its curves are drawn against env steps.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from unilab.apps.args import ArgumentParser, check_output
@@ -24,21 +26,45 @@ PANELS = (
 
 
 class CurvesError(ValueError):
-    """A user-facing problem with the run directory (missing, or no event files in it)."""
+    """A user-facing problem with the run directory (missing, no scalars in it, a malformed CSV file)."""
 
 
-def read_scalars(run_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
-    """Every scalar tag as (wall_time, value) lists, sorted by wall time, across all event files of the run.
+@dataclass(frozen=True)
+class Scalars:
+    """A run's scalars by tag as (x, value) lists sorted by x, and what x is: seconds of wall time (TensorBoard's
+    events) or env steps (the CSV logger's files)."""
 
-    A resumed run appends a second event file to the same directory; the accumulator merges them.
-    """
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+    by_tag: dict[str, tuple[list[float], list[float]]]
+    wall_time: bool
 
+    def axis(self, xs: list[float]) -> tuple[list[float], str]:
+        """``xs`` as a plot's x values and their label: minutes since the first scalar, or millions of env steps."""
+        if self.wall_time:
+            start = min(times[0] for times, _ in self.by_tag.values() if times)
+            return [(x - start) / 60.0 for x in xs], "wall time (min)"
+        return [x / 1e6 for x in xs], "env steps (M)"
+
+
+def read_scalars(run_dir: Path) -> Scalars:
+    """Every scalar tag of the run: from its TensorBoard event files where it has any (a resumed run appends a second
+    one to the same directory, and the accumulator merges them), else from its CSV files (``scalars/<tag>.csv``)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CurvesError(f"run directory not found: {run_dir}")
-    if not any(run_dir.glob("events.out.tfevents.*")):
-        raise CurvesError(f"no TensorBoard event files in {run_dir}")
+    if any(run_dir.glob("events.out.tfevents.*")):
+        return Scalars(_event_scalars(run_dir), wall_time=True)
+    tables = sorted((run_dir / "scalars").rglob("*.csv"))
+    if not tables:
+        raise CurvesError(f"no TensorBoard event files or CSV scalars (scalars/*.csv) in {run_dir}")
+    return Scalars(
+        {path.relative_to(run_dir / "scalars").with_suffix("").as_posix(): _csv_points(path) for path in tables},
+        wall_time=False,
+    )
+
+
+def _event_scalars(run_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
     events = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})  # 0 keeps every point, not a sample
     events.Reload()
     out: dict[str, tuple[list[float], list[float]]] = {}
@@ -46,6 +72,19 @@ def read_scalars(run_dir: Path) -> dict[str, tuple[list[float], list[float]]]:
         points = sorted(events.Scalars(tag), key=lambda e: e.wall_time)
         out[tag] = ([p.wall_time for p in points], [p.value for p in points])
     return out
+
+
+def _csv_points(path: Path) -> tuple[list[float], list[float]]:
+    """One CSV logger file's (env step, value) rows, sorted by step; a row that is not two numbers is one line."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            step, value = (float(field) for field in line.split(","))
+        except ValueError:
+            raise CurvesError(f"{path}: line {number} is not 'step,value': {line[:60]!r}") from None
+        rows.append((step, value))
+    rows.sort()
+    return [step for step, _ in rows], [value for _, value in rows]
 
 
 def plot_run(run_dir: Path, out: Path | None = None) -> Path:
@@ -57,29 +96,29 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
 
     run_dir = Path(run_dir)
     scalars = read_scalars(run_dir)
-    if not scalars:
+    if not scalars.by_tag:
         raise CurvesError(f"no scalars logged in {run_dir}")
-    start = min(times[0] for times, _ in scalars.values() if times)
-    rewards = sorted(tag for tag in scalars if tag.startswith(REWARD_PREFIX))
+    rewards = sorted(tag for tag in scalars.by_tag if tag.startswith(REWARD_PREFIX))
+    _, xlabel = scalars.axis([])
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
     for ax, (tag, label) in zip(axes.flat, PANELS, strict=False):
-        if tag in scalars:
-            times, values = scalars[tag]
-            ax.plot([(t - start) / 60.0 for t in times], values)
+        if tag in scalars.by_tag:
+            xs, values = scalars.by_tag[tag]
+            ax.plot(scalars.axis(xs)[0], values)
         else:
             ax.text(0.5, 0.5, f"{tag} not logged", ha="center", va="center", transform=ax.transAxes)
-        ax.set(title=label, xlabel="wall time (min)", ylabel=label)
+        ax.set(title=label, xlabel=xlabel, ylabel=label)
         ax.grid(alpha=0.3)
     ax = axes.flat[3]
     for tag in rewards:
-        times, values = scalars[tag]
-        ax.plot([(t - start) / 60.0 for t in times], values, label=tag[len(REWARD_PREFIX) :])
+        xs, values = scalars.by_tag[tag]
+        ax.plot(scalars.axis(xs)[0], values, label=tag[len(REWARD_PREFIX) :])
     if rewards:
         ax.legend(fontsize="x-small", ncol=2)
     else:
         ax.text(0.5, 0.5, "no reward terms logged", ha="center", va="center", transform=ax.transAxes)
-    ax.set(title="reward terms (mean per env step)", xlabel="wall time (min)", ylabel="reward x dt")
+    ax.set(title="reward terms (mean per env step)", xlabel=xlabel, ylabel="reward x dt")
     ax.grid(alpha=0.3)
     fig.suptitle(run_dir.name)
 
@@ -136,7 +175,7 @@ def main(argv: list[str] | None = None) -> Path:
     """Command ``python scripts/plot_curves.py RUN_DIR [--out PNG]`` or ``--series FILE... --out PNG``."""
     parser = ArgumentParser(prog="plot_curves", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "run_dir", type=Path, nargs="?", help="run directory written by train (holds events.out.tfevents.*)"
+        "run_dir", type=Path, nargs="?", help="run directory written by train (events.out.tfevents.* or scalars/*.csv)"
     )
     parser.add_argument(
         "--series", type=Path, nargs="+", default=None, help="eval_series*.json files to plot instead (one per suite)"

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
@@ -39,6 +40,7 @@ from unilab.tasks.go1_walk_rough.config import KNEE_CLEARANCE, KNEES
 from unilab.tasks.registry import make_env, make_functional_env, make_task
 from unilab.tasks.walking import make_walk
 from unilab.terrain import TerrainConfig, generate
+from unilab.terrain.generator import random_rough
 from unilab.terrain.heightmap import HeightMap
 
 SMALL = TerrainConfig(rows=4, types=("flat", "pyramid_stairs"), border=2.0)
@@ -374,3 +376,12 @@ def test_a_walk_on_terrain_is_stated_in_typed_fields_and_a_row_needs_a_terrain()
     assert list(g1.events)[:3] == ["root_pose", "terrain_spawn", "pd_gains"]  # the spawn carries the drawn pose
     with pytest.raises(ValueError, match="terrain_level needs a terrain; g1_walk_flat walks on flat ground"):
         make_walk(G1_WALK, terrain_level=3)
+
+
+@pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])
+def test_the_random_surface_is_scaled_to_the_robot(task: str, top: float, step: float) -> None:
+    # On the top row the surface's heights take every multiple of its step up to its top, and no more.
+    cfg = make_task(task).terrain
+    tile = random_rough(cfg, cfg.difficulty(cfg.rows - 1), np.random.default_rng(0))
+    assert sorted({round(float(h) / step) for h in tile.flat}) == list(range(round(top / step) + 1))
+    assert np.allclose(tile / step, np.round(tile / step)) and abs(tile.max() - top) < 1e-9

@@ -45,7 +45,18 @@ RANDOMIZATION = Randomization(
 # 10 cm, 36 % of the Go1's 0.278 m trunk height (the G1's 12 cm are 16 % of its pelvis height). On the top row in C
 # MuJoCo, a Go1 acting at random made at most 20 contacts and 76 constraint rows a world on these stairs and the random
 # surface (44 and 208 on height-field stairs), well within the buffers below.
-TERRAIN = TerrainConfig(rows=10, step_height=(0.0, 0.1), slope=(0.0, 0.3), horizontal_scale=0.05, layout="terraced")
+# The random surface is scaled to the robot as its stairs are: on the top row its heights reach 6 cm in 1 cm steps (the
+# G1's 10 cm in 2 cm steps, 36 % of the Go1's trunk height, as much as a riser), the range Isaac Lab scales its Go1's
+# surface to for the robot's size (docs/tasks.md).
+TERRAIN = TerrainConfig(
+    rows=10,
+    step_height=(0.0, 0.1),
+    slope=(0.0, 0.3),
+    roughness=(0.01, 0.06),
+    roughness_step=0.01,
+    horizontal_scale=0.05,
+    layout="terraced",
+)
 # A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and a swing's forward reach within a step.
 KNEES = tuple(f"{leg}_calf" for leg in go1.LEGS)
 KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm

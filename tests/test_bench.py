@@ -184,6 +184,32 @@ def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, c
     assert row["stand_steps"] == bench.STAND_STEPS and row["eager_steps_per_sec"] > 0
     assert len(pelvis_heights) == 1 + steps  # the untimed first step, then the timed ones
     assert min(float(h.min()) for h in pelvis_heights) > 0.6
+    assert row["build_sec"] > 0 and row["first_step_sec"] > 0 and row["warp_opt"] is None
+
+
+def test_physics_sets_warp_s_optimization_level_and_refuses_it_off_warp(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import warp as wp
+
+    seen: list[int | None] = []
+
+    def measured(*_: object) -> dict:
+        seen.append(wp.config.optimization_level)  # what every module compiled from here on is built at
+        return {"bench": "physics"}
+
+    monkeypatch.setattr(bench, "bench_physics", measured)
+    monkeypatch.setattr(wp.config, "optimization_level", None)
+    bench.main(["physics", "--sim", "mjwarp", "--device", "cpu", "--num-envs", "2", "--steps", "1", "--warp-opt", "1"])
+    assert seen == [1] and json.loads(capsys.readouterr().out) == {"bench": "physics", "warp_opt": 1}
+    for args, message in (
+        (["--sim", "mujoco", "--warp-opt", "1"], "--warp-opt is Warp's: it needs --sim mjwarp"),
+        (["--sim", "mjwarp", "--warp-opt", "4"], "argument --warp-opt: invalid choice: 4"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["physics", "--num-envs", "2", "--steps", "1", *args])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and len(err.splitlines()) == 1 and message in err, err
 
 
 def test_the_stand_stays_up_for_the_steps_timed_at_a_time_and_falls_later() -> None:

@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
 from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
+from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.run.progress import announce
 from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
@@ -95,7 +97,9 @@ def bench_physics(
         origins = torch.as_tensor(centres.reshape(-1, 3), dtype=torch.float32)
     else:
         model = g1.load_model()
+    began = time.perf_counter()
     backend = make_backend(sim, model, num_envs, device=device, config=config)
+    built = time.perf_counter() - began  # on mjwarp, mujoco_warp's step modules load (or compile) here
     dev = backend.device
     ctrl = stand_ctrl(backend)
     state, restand = standing(backend, seed=0, origins=origins)
@@ -103,7 +107,11 @@ def bench_physics(
     def step() -> None:
         backend.step_(state, ctrl)
 
-    step()  # first launch compiles/loads kernels
+    began = time.perf_counter()
+    backend.begin_kernel_build()  # the model's own kernels, built side by side as a run's warm-up builds them
+    step()
+    settle(dev)
+    first_step = time.perf_counter() - began
     eager = rate(step, steps, num_envs, dev, restand)
     captured = None
     if backend.capabilities.graph_capturable and dev.type == "cuda":
@@ -129,6 +137,8 @@ def bench_physics(
         "nconmax": config.nconmax,
         "njmax": config.njmax,
         "broadphase": backend.broadphase_name(),
+        "build_sec": round(built, 3),
+        "first_step_sec": round(first_step, 3),
         "eager_steps_per_sec": round(eager, 1),
         "captured_steps_per_sec": None if captured is None else round(captured, 1),
         "overflows": backend.overflow_counts(),
@@ -423,6 +433,14 @@ def _parser() -> ArgumentParser:
         help="with --terrain: every world on that terrain type's tiles (default: spread over all of them)",
     )
     phys.add_argument(
+        "--warp-opt",
+        type=int,
+        choices=range(4),
+        default=None,
+        help="mjwarp: Warp's optimization level for the kernels this process compiles (default: Warp's, 3 on CUDA); "
+        "with an empty WARP_CACHE_PATH, build_sec and first_step_sec say what compiling at it costs",
+    )
+    phys.add_argument(
         "--hfield-geoms",
         default=None,
         metavar="REGEX",
@@ -525,6 +543,12 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
             terrain_spec(g1.SCENE, generate(dataclasses.replace(ROUGH_TERRAIN, hfield_geoms=args.hfield_geoms)))
         except ValueError as exc:
             parser.error(str(exc))
+    if args.warp_opt is not None:
+        if sim != "mjwarp":
+            parser.error("--warp-opt is Warp's: it needs --sim mjwarp")
+        import warp as wp
+
+        wp.config.optimization_level = args.warp_opt
     config = SimConfig(
         iterations=args.iterations,
         ls_iterations=args.ls_iterations,
@@ -540,11 +564,7 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
     for n in sizes:
         announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
-            print(
-                json.dumps(
-                    bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, args.hfield_geoms)
-                ),
-                flush=True,
-            )
+            row = bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, args.hfield_geoms)
+            print(json.dumps({**row, "warp_opt": args.warp_opt}), flush=True)
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such
             parser.error(f"{n} worlds: {exc}")

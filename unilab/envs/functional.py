@@ -22,7 +22,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import Composite, Unbounded
 
-from unilab.context import ACTION_DELAY, EnvContext, apply_updates
+from unilab.context import ACTION_DELAY, EnvContext, apply_updates, write_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec, Mirror
 from unilab.envs.config import TaskConfig, place_on_device
@@ -137,7 +137,8 @@ class FunctionalEnv:
         state = self.events.reset(state, self.ctx, mask, rng)
         state = self.commands.resample(state, self.ctx, mask, rng)
         zeros = torch.zeros_like(state["env", "action"])
-        state = apply_updates(
+        # ``state`` is the managers' fresh copy from here on: this method writes into it.
+        write_updates(
             state,
             {
                 ("env", "action"): zeros,
@@ -149,7 +150,8 @@ class FunctionalEnv:
         # Positions go through the reset op; anything else an event set (actuator gains) is adopted here.
         self._adopt_physics(state, physics, skip=("qpos", "qvel"))
         ops.sim_reset_(self._handle, physics, mask, state["sim", "qpos"], state["sim", "qvel"])
-        return apply_updates(state, {("sim", name): value for name, value in physics.items()})
+        write_updates(state, {("sim", name): value for name, value in physics.items()})
+        return state
 
     @staticmethod
     def _adopt_physics(state: TensorDict, physics: dict[str, torch.Tensor], skip: tuple[str, ...] = ()) -> None:
@@ -202,6 +204,8 @@ class FunctionalEnv:
         step_rng = rnglib.fold(rng, _STEP_STREAM)
         bad = ~torch.isfinite(action).all(dim=-1)
         action = torch.where(bad.unsqueeze(-1), 0.0, action).clamp(-1.0, 1.0)
+        # The one copy of the donated state's entries; from here on ``state`` is this method's own copy or a
+        # manager's fresh one, and is written into rather than copied again at every update.
         state = apply_updates(
             state,
             {
@@ -215,12 +219,12 @@ class FunctionalEnv:
             physics = dict(state["sim"].items())
             state = self.events.interval(state, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
             self._adopt_physics(state, physics)
-            state = apply_updates(state, {("sim", name): value for name, value in physics.items()})
+            write_updates(state, {("sim", name): value for name, value in physics.items()})
         targets = self.task.action.func(action, ctx, **self.task.action.params)
         if self._substep_index is not None:
             targets = self._delayed(state, targets)
         ops.sim_step_(self._handle, state["sim"], targets)
-        state = apply_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
+        write_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
 
         diverged = self._diverged(state["sim"])
         hits = self.terminations.hits(state, ctx)
@@ -234,7 +238,7 @@ class FunctionalEnv:
         reward = torch.where(diverged, 0.0, reward)
         components = {name: torch.where(diverged, 0.0, value) for name, value in components.items()}
         next_obs = {group: torch.where(diverged.unsqueeze(-1), 0.0, value) for group, value in next_obs.items()}
-        state = apply_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
+        write_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
         episode_length = state["env", "episode_step"]
         state = self.curricula.update(state, ctx, done, terminated)
 

@@ -4,8 +4,10 @@ The state is a TensorDict with empty batch size whose layout ``FunctionalEnv.sta
 ``sim`` (physics, batch ``[N]``), ``env`` (per-env entries owned by terms, batch ``[N]``), ``task``
 (entries shared by all envs, such as curriculum state) and ``obs``.
 
-Managers never write into ``state``; they return new tensors or ``{key: tensor}`` updates
-that ``apply_updates`` merges into a shallow copy.
+Managers never write into the ``state`` they are given. One that applies its terms' updates makes one shallow copy
+of it per call and writes each term's updates into that copy in turn (``write_updates``), so a term sees the ones
+before it; a copy per term, as ``apply_updates`` makes, costs the same graph but far more tracing under
+``torch.compile``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab.context import EnvContext, StateKey, apply_updates
+from unilab.context import EnvContext, StateKey, apply_updates, write_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import Mirror
 from unilab.managers.terms import (
@@ -162,10 +164,11 @@ class CommandManager:
         return {n: torch.zeros(ctx.num_envs, t.dim, device=ctx.device) for n, t in self.terms.items()}
 
     def resample(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        state = state.clone(False)
         for name, term in self.terms.items():
             rng_n = rnglib.fold(rng, self._streams[name])
             value = term.resample(state, ctx, mask, rng_n, **term.params)
-            state = apply_updates(state, {("env", name): value}, mask)
+            write_updates(state, {("env", name): value}, mask)
         return state
 
     def advance(self, state: TensorDict, ctx: EnvContext) -> TensorDict:
@@ -210,24 +213,26 @@ class EventManager:
         return rnglib.uniform(rnglib.fold(rng, self._streams[name] ^ 1), 0, (ctx.num_envs,), low, high)
 
     def reset(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+        state = state.clone(False)
         for name, term in self.terms.items():
             if name in self.intervals:
-                state = apply_updates(state, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
+                write_updates(state, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
                 continue
             rng_n = rnglib.fold(rng, self._streams[name])
-            state = apply_updates(state, term.func(state, ctx, mask, rng_n, **term.params), mask)
+            write_updates(state, term.func(state, ctx, mask, rng_n, **term.params), mask)
         return state
 
     def interval(self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor) -> TensorDict:
         """Count the interval events down by one control step; fire those that reach zero, then rearm them."""
+        state = state.clone(False)
         for name, term in self.intervals.items():
             key = ("env", f"{name}_timer")
             timer = state.get(key) - ctx.dt
             fire = timer <= 0.0
-            state = apply_updates(
+            write_updates(
                 state, term.func(state, ctx, fire, rnglib.fold(rng, self._streams[name]), **term.params), fire
             )
-            state = apply_updates(state, {key: torch.where(fire, self._draw_timer(name, ctx, rng), timer)})
+            write_updates(state, {key: torch.where(fire, self._draw_timer(name, ctx, rng), timer)})
         return state
 
 
@@ -243,6 +248,7 @@ class CurriculumManager:
         }
 
     def update(self, state: TensorDict, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> TensorDict:
+        state = state.clone(False)
         for term in self.terms.values():
-            state = apply_updates(state, term.func(state, ctx, done, terminated, **term.params))
+            write_updates(state, term.func(state, ctx, done, terminated, **term.params))
         return state

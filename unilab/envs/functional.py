@@ -173,7 +173,7 @@ class FunctionalEnv:
         mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         state = self._reset_envs(state, mask, rng)
         obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
-        state.set("obs", TensorDict(obs, batch_size=[self.num_envs]))
+        state.set("obs", TensorDict(obs, batch_size=[self.num_envs], device=self.device))
         return state
 
     def reset_where(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
@@ -246,7 +246,9 @@ class FunctionalEnv:
         reset_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise, salt=_RESET_SALT)
         d = done.unsqueeze(-1)
         policy_obs = {k: torch.where(d, reset_obs[k], next_obs[k]) for k in next_obs}
-        state.set("obs", TensorDict(policy_obs, batch_size=[self.num_envs]))
+        # On the state's device: a TensorDict without one would be moved there entry by entry when set, which traces
+        # as a copy of every observation (a tenth of the rough step's tracing), though it moves nothing.
+        state.set("obs", TensorDict(policy_obs, batch_size=[self.num_envs], device=self.device))
 
         n = [self.num_envs]
         transition = TensorDict(

@@ -47,7 +47,7 @@ def test_apply_updates_copies_and_keeps_the_unmasked_rows() -> None:
     assert same(state, before) and torch.equal(out["env", "b"], torch.full((N,), 2.0))
 
 
-def test_reset_events_each_see_the_ones_before_and_leave_their_input_alone() -> None:
+def test_reset_events_each_see_the_ones_before_and_leave_the_copied_state_alone() -> None:
     def first(state, ctx, mask, rng):
         return {("env", "a"): state["env", "a"] + 1.0}
 
@@ -63,7 +63,8 @@ def test_reset_events_each_see_the_ones_before_and_leave_their_input_alone() -> 
     state = make_state()
     before = entries(state)
     mask = torch.tensor([True, True, False])
-    out = events.reset(state, CTX, mask, make_rng(0))
+    out = state.clone(False)
+    events.reset_(out, CTX, mask, make_rng(0))
     assert same(state, before)
     assert torch.equal(out["env", "a"], torch.tensor([1.0, 1.0, 0.0]))
     assert torch.equal(out["env", "b"], torch.tensor([10.0, 10.0, 0.0]))
@@ -72,12 +73,13 @@ def test_reset_events_each_see_the_ones_before_and_leave_their_input_alone() -> 
 
     fired = apply_updates(out, {("env", "push_timer"): torch.tensor([0.01, 0.5, 0.01])})
     before = entries(fired)
-    pushed = events.interval(fired, CTX, make_rng(1))
+    pushed = fired.clone(False)
+    events.interval_(pushed, CTX, make_rng(1))
     assert same(fired, before)
     assert torch.equal(pushed["env", "a"], torch.tensor([-99.0, 1.0, -100.0]))  # the envs whose timer ran out
 
 
-def test_curriculum_terms_update_in_turn_without_touching_their_input() -> None:
+def test_curriculum_terms_update_in_turn_without_touching_the_copied_state() -> None:
     def count(state, ctx, done, terminated):
         return {("env", "a"): state["env", "a"] + done.float()}
 
@@ -88,6 +90,7 @@ def test_curriculum_terms_update_in_turn_without_touching_their_input() -> None:
     state = make_state()
     before = entries(state)
     done = torch.tensor([True, False, True])
-    out = curricula.update(state, CTX, done, done)
+    out = state.clone(False)
+    curricula.update_(out, CTX, done, done)
     assert same(state, before)
     assert torch.equal(out["env", "b"], torch.tensor([1.0, 0.0, 1.0]))

@@ -127,17 +127,16 @@ class FunctionalEnv:
 
     # -- reset ---------------------------------------------------------------------------
 
-    def _reset_envs(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
+    def _reset_envs_(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> None:
         """Reset events, command resampling and bookkeeping for the masked envs; physics last.
 
-        Writes the physics tensors of ``state`` in place (the callers own them); every other entry is replaced.
+        Writes into ``state``, which the caller holds alone, physics tensors included.
         """
         physics = dict(state["sim"].items())
         rng = rnglib.fold(rng, _RESET_STREAM)
-        state = self.events.reset(state, self.ctx, mask, rng)
-        state = self.commands.resample(state, self.ctx, mask, rng)
+        self.events.reset_(state, self.ctx, mask, rng)
+        self.commands.resample_(state, self.ctx, mask, rng)
         zeros = torch.zeros_like(state["env", "action"])
-        # ``state`` is the managers' fresh copy from here on: this method writes into it.
         write_updates(
             state,
             {
@@ -151,7 +150,6 @@ class FunctionalEnv:
         self._adopt_physics(state, physics, skip=("qpos", "qvel"))
         ops.sim_reset_(self._handle, physics, mask, state["sim", "qpos"], state["sim", "qvel"])
         write_updates(state, {("sim", name): value for name, value in physics.items()})
-        return state
 
     @staticmethod
     def _adopt_physics(state: TensorDict, physics: dict[str, torch.Tensor], skip: tuple[str, ...] = ()) -> None:
@@ -171,7 +169,7 @@ class FunctionalEnv:
         """All envs from scratch; the state carries their first observations under ``"obs"``."""
         state = self._blank_state()
         mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        state = self._reset_envs(state, mask, rng)
+        self._reset_envs_(state, mask, rng)
         obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
         state.set("obs", TensorDict(obs, batch_size=[self.num_envs], device=self.device))
         return state
@@ -179,9 +177,11 @@ class FunctionalEnv:
     def reset_where(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
         """Reset only the masked envs (others keep their state and observation); ``state`` is not written."""
         self._check_mask(mask)
-        state = self._reset_envs(self._with_own_physics(state), mask, rng)
+        state = self._with_own_physics(state)
+        self._reset_envs_(state, mask, rng)
         obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
-        return apply_updates(state, {("obs", k): v for k, v in obs.items()}, mask)
+        write_updates(state, {("obs", k): v for k, v in obs.items()}, mask)
+        return state
 
     # -- step ----------------------------------------------------------------------------
 
@@ -204,8 +204,7 @@ class FunctionalEnv:
         step_rng = rnglib.fold(rng, _STEP_STREAM)
         bad = ~torch.isfinite(action).all(dim=-1)
         action = torch.where(bad.unsqueeze(-1), 0.0, action).clamp(-1.0, 1.0)
-        # The one copy of the donated state's entries; from here on ``state`` is this method's own copy or a
-        # manager's fresh one, and is written into rather than copied again at every update.
+        # The one copy of the donated state's entries: from here on this method and the managers write into it.
         state = apply_updates(
             state,
             {
@@ -214,10 +213,10 @@ class FunctionalEnv:
                 ("task", "nonfinite_actions"): state["task", "nonfinite_actions"] + bad.sum(),
             },
         )
-        state = self.commands.advance(state, ctx)
+        self.commands.advance_(state, ctx)
         if self.events.intervals:
             physics = dict(state["sim"].items())
-            state = self.events.interval(state, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
+            self.events.interval_(state, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
             self._adopt_physics(state, physics)
             write_updates(state, {("sim", name): value for name, value in physics.items()})
         targets = self.task.action.func(action, ctx, **self.task.action.params)
@@ -240,9 +239,9 @@ class FunctionalEnv:
         next_obs = {group: torch.where(diverged.unsqueeze(-1), 0.0, value) for group, value in next_obs.items()}
         write_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
         episode_length = state["env", "episode_step"]
-        state = self.curricula.update(state, ctx, done, terminated)
+        self.curricula.update_(state, ctx, done, terminated)
 
-        state = self._reset_envs(state, done, rng)
+        self._reset_envs_(state, done, rng)
         reset_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise, salt=_RESET_SALT)
         d = done.unsqueeze(-1)
         policy_obs = {k: torch.where(d, reset_obs[k], next_obs[k]) for k in next_obs}

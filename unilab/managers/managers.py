@@ -4,10 +4,11 @@ The state is a TensorDict with empty batch size whose layout ``FunctionalEnv.sta
 ``sim`` (physics, batch ``[N]``), ``env`` (per-env entries owned by terms, batch ``[N]``), ``task``
 (entries shared by all envs, such as curriculum state) and ``obs``.
 
-Managers never write into the ``state`` they are given. One that applies its terms' updates makes one shallow copy
-of it per call and writes each term's updates into that copy in turn (``write_updates``), so a term sees the ones
-before it; a copy per term, as ``apply_updates`` makes, costs the same graph but far more tracing under
-``torch.compile``.
+The managers that compute (observations, rewards, terminations) only read the state. Those that change it (events,
+commands, curricula) write their terms' updates, in turn, into a state their caller holds alone (their methods end
+in ``_``, as torch's in-place ones do), so each term sees the ones before it: the env copies the state once per step
+and hands that copy to each of them. A copy per update, as ``apply_updates`` makes, costs the same graph but far
+more tracing under ``torch.compile``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab.context import EnvContext, StateKey, apply_updates, write_updates
+from unilab.context import EnvContext, StateKey, write_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import Mirror
 from unilab.managers.terms import (
@@ -163,21 +164,18 @@ class CommandManager:
     def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
         return {n: torch.zeros(ctx.num_envs, t.dim, device=ctx.device) for n, t in self.terms.items()}
 
-    def resample(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
-        state = state.clone(False)
+    def resample_(self, own: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
         for name, term in self.terms.items():
             rng_n = rnglib.fold(rng, self._streams[name])
-            value = term.resample(state, ctx, mask, rng_n, **term.params)
-            write_updates(state, {("env", name): value}, mask)
-        return state
+            write_updates(own, {("env", name): term.resample(own, ctx, mask, rng_n, **term.params)}, mask)
 
-    def advance(self, state: TensorDict, ctx: EnvContext) -> TensorDict:
+    def advance_(self, own: TensorDict, ctx: EnvContext) -> None:
         updates = {
-            ("env", name): term.advance(state["env", name], ctx, **term.advance_params)
+            ("env", name): term.advance(own["env", name], ctx, **term.advance_params)
             for name, term in self.terms.items()
             if term.advance is not None
         }
-        return apply_updates(state, updates) if updates else state
+        write_updates(own, updates)
 
 
 class EventManager:
@@ -212,28 +210,22 @@ class EventManager:
         low, high = self.intervals[name].interval_s
         return rnglib.uniform(rnglib.fold(rng, self._streams[name] ^ 1), 0, (ctx.num_envs,), low, high)
 
-    def reset(self, state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
-        state = state.clone(False)
+    def reset_(self, own: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
         for name, term in self.terms.items():
             if name in self.intervals:
-                write_updates(state, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
+                write_updates(own, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
                 continue
             rng_n = rnglib.fold(rng, self._streams[name])
-            write_updates(state, term.func(state, ctx, mask, rng_n, **term.params), mask)
-        return state
+            write_updates(own, term.func(own, ctx, mask, rng_n, **term.params), mask)
 
-    def interval(self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor) -> TensorDict:
+    def interval_(self, own: TensorDict, ctx: EnvContext, rng: torch.Tensor) -> None:
         """Count the interval events down by one control step; fire those that reach zero, then rearm them."""
-        state = state.clone(False)
         for name, term in self.intervals.items():
             key = ("env", f"{name}_timer")
-            timer = state.get(key) - ctx.dt
+            timer = own.get(key) - ctx.dt
             fire = timer <= 0.0
-            write_updates(
-                state, term.func(state, ctx, fire, rnglib.fold(rng, self._streams[name]), **term.params), fire
-            )
-            write_updates(state, {key: torch.where(fire, self._draw_timer(name, ctx, rng), timer)})
-        return state
+            write_updates(own, term.func(own, ctx, fire, rnglib.fold(rng, self._streams[name]), **term.params), fire)
+            write_updates(own, {key: torch.where(fire, self._draw_timer(name, ctx, rng), timer)})
 
 
 class CurriculumManager:
@@ -247,8 +239,6 @@ class CurriculumManager:
             for name, value in term.state.items()
         }
 
-    def update(self, state: TensorDict, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> TensorDict:
-        state = state.clone(False)
+    def update_(self, own: TensorDict, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> None:
         for term in self.terms.values():
-            write_updates(state, term.func(state, ctx, done, terminated, **term.params))
-        return state
+            write_updates(own, term.func(own, ctx, done, terminated, **term.params))

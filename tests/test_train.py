@@ -812,8 +812,10 @@ def test_start_up_counts_the_graphs_torch_compile_built_since_it_began() -> None
     clock.take_compile_split()
     split = clock.compile
     assert split["graphs"] == 1 and split["cache_hits"] == 0 == split["cache_misses"]  # the eager backend: no Inductor
+    assert split["aot_hits"] == split["aot_misses"] == split["aot_bypasses"] == 0  # nor AOTAutograd
     assert 0 < split["tracing"] <= split["total"] and 0 <= split["backend"] <= split["total"]
-    assert "; torch.compile: 1 graph, 0 from Inductor's cache; seconds total " in clock.line()
+    line = clock.line()
+    assert "; torch.compile: 1 graph, 0 from Inductor's cache, 0 from AOTAutograd's; seconds total " in line
 
     idle = StartupClock(imported_after_s=None)
     idle.mark("env_warmup")

@@ -43,8 +43,10 @@ _COMPILE_TIMERS = {
 
 def compile_totals() -> dict[str, float]:
     """torch.compile's totals in this process so far: graphs compiled (``graphs``), the seconds of each timer of
-    ``_COMPILE_TIMERS`` that this torch keeps, and the graphs Inductor found in its cache (``cache_hits``) or
-    compiled (``cache_misses``); empty before torch.compile was first imported."""
+    ``_COMPILE_TIMERS`` that this torch keeps, the graphs Inductor found in its cache (``cache_hits``) or
+    compiled (``cache_misses``), and the same for AOTAutograd's cache, which also counts the graphs it would not
+    cache (``aot_bypasses``): an Inductor hit behind an AOTAutograd miss or bypass still traces the joint graph
+    again, so a warm backend phase that stays long shows here. Empty before torch.compile was first imported."""
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return {}
@@ -53,6 +55,10 @@ def compile_totals() -> dict[str, float]:
     totals.update({name: sum(metrics[timer]) for name, timer in _COMPILE_TIMERS.items() if timer in metrics})
     totals["cache_hits"] = utils.counters["inductor"]["fxgraph_cache_hit"]
     totals["cache_misses"] = utils.counters["inductor"]["fxgraph_cache_miss"]
+    aot = utils.counters["aot_autograd"]
+    totals["aot_hits"] = aot["autograd_cache_hit"]
+    totals["aot_misses"] = aot["autograd_cache_miss"]
+    totals["aot_bypasses"] = aot["autograd_cache_bypass"]
     return totals
 
 
@@ -110,7 +116,8 @@ class StartupClock:
         if c:
             graphs = f"{c['graphs']:.0f} graph{'s' if c['graphs'] != 1 else ''}"
             timers = ", ".join(f"{name} {c[name]:.1f}" for name in _COMPILE_TIMERS if name in c)
-            line += f"; torch.compile: {graphs}, {c['cache_hits']:.0f} from Inductor's cache; seconds {timers}"
+            cached = f"{c['cache_hits']:.0f} from Inductor's cache, {c.get('aot_hits', 0):.0f} from AOTAutograd's"
+            line += f"; torch.compile: {graphs}, {cached}; seconds {timers}"
         k = self.kernel_build
         if k:
             line += f"; physics kernels built beside the tracing in {k['build']:.1f} s, waited for {k['waited']:.1f} s"

@@ -99,13 +99,13 @@ def test_every_algorithm_s_settings_name_a_learner_of_their_loop() -> None:
     picks, and the one figure the settings restate (the actor's narrowest log-std, for the entropy range) is the
     actor's."""
     from torchrl_ext.networks import LOG_STD_MIN
-    from unilab.train.learner import Learner
+    from unilab.train.learner import Learner, learner_class
     from unilab.train.off_policy import OffPolicyLearner
     from unilab.train.registry import ALGORITHMS
     from unilab.train.sac.config import ACTOR_LOG_STD_MIN
 
     for name, settings in ALGORITHMS.items():
-        learner = settings.learner()
+        learner = learner_class(settings)
         assert settings().name == name and settings.summary
         assert issubclass(learner, OffPolicyLearner) != settings.on_policy, name
         assert all(

@@ -21,6 +21,7 @@ from unilab.run.checkpoint import CheckpointError, load_checkpoint, saved_config
 from unilab.run.config import TrainConfig
 from unilab.run.resources import InsufficientMemoryError
 from unilab.tasks.registry import list_tasks
+from unilab.train.learner import learner_class
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -80,7 +81,7 @@ def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: st
     trained_on = cfg.task.name
     other_task = f"the checkpoint was trained on {trained_on} and does not fit {task}" if trained_on != task else None
     try:
-        learner = cfg.algo.learner()(env.spec(), cfg.algo)
+        learner = learner_class(cfg.algo)(env.spec(), cfg.algo)
     except ValueError as exc:
         if other_task is None:
             raise

@@ -14,6 +14,7 @@ from unilab.run.checkpoint import check_compatible, load_checkpoint
 from unilab.run.config import TrainConfig
 from unilab.run.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.sim import backend_device
+from unilab.train.learner import learner_class
 
 PER_PARAMETER = 4  # weights, gradients, Adam's first and second moments
 
@@ -79,7 +80,7 @@ def network_bytes(cfg: TrainConfig, layout: TaskLayout) -> int:
     moments), counted on networks built on the meta device, which allocates nothing."""
     spec = layout.spec(cfg.algo.num_envs, torch.device("meta"))
     with torch.device("meta"):
-        networks = cfg.algo.learner().networks(spec, cfg.algo)
+        networks = learner_class(cfg.algo).networks(spec, cfg.algo)
     parameters = sum(p.numel() for net in networks for p in net.parameters())
     return PER_PARAMETER * FLOAT_BYTES * parameters
 

@@ -7,16 +7,17 @@ returns. Neither ``act`` nor ``update`` may read a value back to the host: both 
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Protocol
 
-import torch
-from tensordict import TensorDict
-from torch import nn
-
-from torchrl_ext.distributed import World
-from unilab.core.spec import EnvSpec
-
+# Annotations only: the contract and ``learner_class`` load nothing of the training stack.
 if TYPE_CHECKING:
+    import torch
+    from tensordict import TensorDict
+    from torch import nn
+
+    from torchrl_ext.distributed import World
+    from unilab.core.spec import EnvSpec
     from unilab.train.settings import RunSettings
 
 
@@ -61,3 +62,10 @@ class Learner(Protocol):
         ...
 
     def load_state_dict(self, state: dict) -> None: ...
+
+
+def learner_class(settings: RunSettings | type[RunSettings]) -> type[Learner]:
+    """The learner an algorithm's settings name (``learner_path``, "module:class"), its module imported now: the
+    settings are read without torch, and the training stack loads when a run, eval or preflight asks for it."""
+    module, _, name = settings.learner_path.partition(":")
+    return getattr(importlib.import_module(module), name)

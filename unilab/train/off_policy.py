@@ -33,6 +33,7 @@ from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.train.learner import learner_class
 from unilab.train.loop import Trainer, scalar_curricula
 from unilab.train.seeding import rank_seed
 from unilab.train.settings import OffPolicySettings
@@ -207,7 +208,7 @@ class OffPolicyLearner:
 
 
 class OffPolicyTrainer(Trainer):
-    """Runs the loop for any off-policy algorithm's learner (``cfg.learner()``: SAC's, FlashSAC's).
+    """Runs the loop for any off-policy algorithm's learner (``learner_class(cfg)``: SAC's, FlashSAC's).
 
     Each iteration is three steps: the env step (``runner``), ``record`` (replay write at a device-side cursor,
     episode statistics, normalisers, acting-policy refresh) and ``update``. On CUDA each is one CUDA graph. With
@@ -230,7 +231,7 @@ class OffPolicyTrainer(Trainer):
         spec = env.spec()
         dev = self.device = spec.device
         torch.manual_seed(rank_seed(cfg.seed, "loss", world.rank))  # the losses draw from torch's default generators
-        self.learner = cfg.learner()(spec, cfg, world, acting_copy=cfg.overlap_updates)
+        self.learner = learner_class(cfg)(spec, cfg, world, acting_copy=cfg.overlap_updates)
         # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
         world.broadcast_(self.learner.shared_tensors())
         self.learner.sync_acting()

@@ -17,6 +17,7 @@ from torchrl_ext.distributed import ALONE, World
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
+from unilab.train.learner import learner_class
 from unilab.train.loop import Trainer, scalar_curricula
 from unilab.train.ppo.config import PPOConfig
 from unilab.train.seeding import rank_seed
@@ -50,7 +51,7 @@ def rollout_buffer(spec: EnvSpec, steps: int) -> TensorDict:
 
 
 class OnPolicyTrainer(Trainer):
-    """Runs the loop for any on-policy algorithm's learner (``cfg.learner()``: PPO's).
+    """Runs the loop for any on-policy algorithm's learner (``learner_class(cfg)``: PPO's).
 
     With several ranks (``world``) each rank collects its own envs' rollout with its own env and action-noise
     seeds; the learner averages gradients, the KL its learning rate follows and the normaliser statistics inside
@@ -64,7 +65,7 @@ class OnPolicyTrainer(Trainer):
         spec = env.spec()
         self.device = spec.device
         torch.manual_seed(rank_seed(cfg.seed, "loss", world.rank))  # nothing should draw from it; pinned anyway
-        self.learner = cfg.learner()(spec, cfg, world)
+        self.learner = learner_class(cfg)(spec, cfg, world)
         # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
         world.broadcast_(self.learner.shared_tensors())
         self.capture = spec.graph_capturable

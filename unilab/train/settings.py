@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from unilab.core.ranges import Range
-
-if TYPE_CHECKING:
-    from unilab.train.learner import Learner
 
 COUNT = 2**40  # iterations, steps and intervals: far past any run, far below any overflow
 
@@ -49,6 +46,9 @@ class RunSettings:
 
     summary: ClassVar[str] = ""  # the algorithm in one line, for ``unilab list`` and ``train --help``
     on_policy: ClassVar[bool] = False  # the loop that trains it: the on-policy one, or the off-policy one
+    # Its learner as "module:class", imported only when a run asks for it (``unilab.train.learner.learner_class``),
+    # so that reading the settings (``unilab list``, ``train --help``) never loads the training stack.
+    learner_path: ClassVar[str] = ""
 
     name: str = setting("", "the algorithm; chosen with algo=NAME or --algo NAME")
     num_envs: int = setting(4096, "envs stepped together on each rank", Range(1, 2**24))
@@ -57,12 +57,6 @@ class RunSettings:
     seed: int = setting(1, "fixes every random draw of the run (docs/functional_env.md)", Range(0, 2**31 - 1))
     resume: str | None = setting(None, "a model_<it>.pt to continue from")
     compile: bool = setting(True, "torch.compile the env step and the losses before graph capture; CUDA only")
-
-    @classmethod
-    def learner(cls) -> type[Learner]:
-        """The learner class of this algorithm. Its module is imported here, on first use, so that reading the
-        settings (``unilab list``, ``train --help``) never loads the training stack."""
-        raise NotImplementedError
 
     def check(self) -> None:
         """Raise ``ValueError``, one line naming the keys, for values that cannot work together; each algorithm adds

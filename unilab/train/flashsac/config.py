@@ -4,12 +4,8 @@ normalisation, held exploration noise and cosine learning-rate schedule."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from unilab.train.settings import COUNT, OffPolicySettings, Range, RunSettings, redefault, setting
-
-if TYPE_CHECKING:
-    from unilab.train.flashsac.learner import FlashSACLearner
 
 WIDTH, BLOCKS = Range(1, 2**16), Range(1, 256)
 
@@ -22,6 +18,7 @@ class FlashSACConfig(OffPolicySettings):
         "residual BatchNorm trunks with unit-norm weights, min-Q distributional target, reward normalisation, "
         "held exploration noise, cosine LR"
     )
+    learner_path = "unilab.train.flashsac.learner:FlashSACLearner"
 
     name: str = redefault(RunSettings, "name", "flashsac")
     # The held exploration noise and the reward normaliser are per env: a resume keeps the number of envs.
@@ -53,9 +50,3 @@ class FlashSACConfig(OffPolicySettings):
         16, "longest span a noise draw is held for", Range(1, 10_000, why="env steps a noise draw is held for")
     )
     noise_zipf_mu: float = setting(2.0, "Zipf exponent of the held spans", Range(0.0, 100.0, low_open=True))
-
-    @classmethod
-    def learner(cls) -> type[FlashSACLearner]:
-        from unilab.train.flashsac.learner import FlashSACLearner
-
-        return FlashSACLearner

@@ -6,12 +6,8 @@ observation normalisation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from unilab.train.settings import Range, RunSettings, redefault, setting
-
-if TYPE_CHECKING:
-    from unilab.train.ppo.learner import PPOLearner
 
 LR_SCHEDULES = ("adaptive", "fixed")
 LAYER_SIZES = Range(1, 2**16)
@@ -22,6 +18,7 @@ class PPOConfig(RunSettings):
     """PPO's settings; each task sets what it tunes in its package's tuning/ppo.yaml."""
 
     summary = "PPO (rsl_rl's): ELU MLPs, clipped surrogate and value loss, GAE, adaptive-KL learning rate"
+    learner_path = "unilab.train.ppo.learner:PPOLearner"
     on_policy = True
 
     name: str = redefault(RunSettings, "name", "ppo")
@@ -60,12 +57,6 @@ class PPOConfig(RunSettings):
     positive_rewards_only: bool = setting(
         False, "clip each step's reward at zero before GAE (legged_gym's only_positive_rewards)"
     )
-
-    @classmethod
-    def learner(cls) -> type[PPOLearner]:
-        from unilab.train.ppo.learner import PPOLearner
-
-        return PPOLearner
 
     def check(self) -> None:
         """A whole number of minibatches per rollout and a known schedule."""

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from unilab.train.settings import OffPolicySettings, Range, RunSettings, redefault, setting
-
-if TYPE_CHECKING:
-    from unilab.train.sac.learner import SACLearner
 
 # The actor's narrowest log-std (torchrl_ext.networks.LOG_STD_MIN, which a test holds this to): restated, so that
 # reading the settings imports no torch.
@@ -36,6 +32,7 @@ class SACConfig(OffPolicySettings):
     """FastSAC's settings; the defaults of the run and the off-policy loop are SAC's."""
 
     summary = "FastSAC: LayerNorm MLPs, twin C51 critic, mirror augmentation, running obs normalisation"
+    learner_path = "unilab.train.sac.learner:SACLearner"
 
     name: str = redefault(RunSettings, "name", "sac")
     actor_hidden: list[int] = setting([512, 256, 128], "the actor MLP's hidden sizes", LAYER_SIZES, True)
@@ -46,12 +43,6 @@ class SACConfig(OffPolicySettings):
     weight_decay: float = setting(1e-3, "AdamW weight decay", Range(0.0, 1.0))
     use_symmetry: bool = setting(False, "double each minibatch with its left-right mirror image")
     obs_normalization: bool = setting(True, "running mean/std normalisation of the observations", shape=True)
-
-    @classmethod
-    def learner(cls) -> type[SACLearner]:
-        from unilab.train.sac.learner import SACLearner
-
-        return SACLearner
 
     def check(self) -> None:
         super().check()

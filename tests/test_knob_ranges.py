@@ -77,3 +77,11 @@ def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
         with pytest.raises(SystemExit):
             main(["--cfg", "sim=mujoco", f"task={task}", override])
         assert capsys.readouterr().err.splitlines() == [f"train: error: {error}"]
+
+
+@pytest.mark.parametrize("value", ["[flat,stairs]", "[]", "5"])
+def test_terrain_columns_that_name_no_kind_are_one_line(value: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--cfg", "sim=mujoco", "task=go1_walk_rough", f"task.terrain_columns={value}"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("train: error: task.terrain_columns must be a list of one or more of flat, pyramid_stairs,")

@@ -420,7 +420,7 @@ def test_a_video_starts_a_terrain_task_s_robots_on_its_middle_row() -> None:
 @pytest.mark.parametrize("suite", list(TERRAIN_SUITES))
 def test_a_terrain_suite_s_video_builds_that_terrain_alone(suite: str) -> None:
     base = make_task("g1_walk_rough")
-    terrain = terrain_of_suite("g1_walk_rough", base, suite)["terrain"]
+    terrain = make_task("g1_walk_rough", **terrain_of_suite("g1_walk_rough", base, suite)).terrain
     assert terrain.types == TERRAIN_SUITES[suite]
     assert dataclasses.replace(terrain, types=base.terrain.types) == base.terrain  # nothing else changes
 

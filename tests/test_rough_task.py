@@ -253,9 +253,14 @@ def test_the_terrain_suites_spread_the_envs_of_one_type_over_every_row() -> None
     assert suites_of("g1_walk_rough")[-len(TERRAIN_SUITES) :] == list(TERRAIN_SUITES)
     assert not set(TERRAIN_SUITES) & set(suites_of("g1_walk_flat"))
     overrides = suite_overrides("g1_walk_rough", "stairs_up", {"obs_noise": False})
-    assert overrides["terrain"].types == ("pyramid_stairs",) and overrides["terrain_level"] == "all"
+    assert overrides["terrain_columns"] == ("pyramid_stairs",) and overrides["terrain_level"] == "all"
     task = make_task("g1_walk_rough", **overrides)
     assert task.events["terrain_spawn"].params["level"] == "all"
+    assert task.terrain.types == ("pyramid_stairs",)
+    # A run trained on columns of its own is judged on the suite's alone.
+    trained_on = {"terrain_columns": ["flat", "pyramid_stairs_inv", "pyramid_stairs_inv"]}
+    judged = make_task("go1_walk_rough", **suite_overrides("go1_walk_rough", "stairs_down", trained_on))
+    assert judged.terrain.types == ("pyramid_stairs_inv",)
     with pytest.raises(InputError, match="flat floor"):
         suite_overrides("g1_walk_flat", "slope", {})
 
@@ -385,3 +390,16 @@ def test_the_random_surface_is_scaled_to_the_robot(task: str, top: float, step: 
     tile = random_rough(cfg, cfg.difficulty(cfg.rows - 1), np.random.default_rng(0))
     assert sorted({round(float(h) / step) for h in tile.flat}) == list(range(round(top / step) + 1))
     assert np.allclose(tile / step, np.round(tile / step)) and abs(tile.max() - top) < 1e-9
+
+
+@pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
+def test_the_terrain_columns_are_a_knob_and_a_kind_named_twice_gets_twice_the_tiles(task: str, capsys) -> None:
+    own = make_task(task).terrain
+    assert make_task(task, terrain_columns=None).terrain.types == own.types
+    columns = ["flat", "pyramid_stairs_inv", "pyramid_stairs_inv"]
+    cfg = compose_config([f"task={task}", "sim=mujoco", f"task.terrain_columns=[{','.join(columns)}]"])
+    terrain = make_task(task, **cfg.task.knobs).terrain
+    assert terrain.types == tuple(columns) and terrain.cols == 3 and terrain.rows == own.rows
+    origins = generate(terrain).origins  # two pits side by side, each row as deep as the other
+    np.testing.assert_array_equal(origins[:, 1, 2], origins[:, 2, 2])
+    assert origins[-1, 1, 2] < origins[0, 1, 2] == origins[0, 0, 2] == 0

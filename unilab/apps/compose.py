@@ -21,7 +21,7 @@ from omegaconf import OmegaConf, open_dict
 
 from unilab.apps.args import unknown_name
 from unilab.apps.catalog import DEFAULT_ALGO
-from unilab.core.ranges import Choice, Range
+from unilab.core.ranges import Choice, Range, Words
 from unilab.run.config import (
     TaskSelection,
     TrainConfig,
@@ -228,7 +228,7 @@ def check_task_keys(cfg: TrainConfig) -> None:
             ranges[knob].check(f"task.{knob}", value)
 
 
-def knob_ranges(name: str) -> dict[str, Range | Choice]:
+def knob_ranges(name: str) -> dict[str, Range | Choice | Words]:
     """The ranges (or, for a word, the choices) task ``name``'s factory declares for its knobs, in their annotations
     (``Annotated[float, Range(...)]``, as ``unilab.envs.config.NoiseScale``; ``Annotated[str, Choice(...)]``, as
     ``unilab.envs.config.TerrainLayout``); a knob without one is the factory's to check."""
@@ -240,7 +240,7 @@ def knob_ranges(name: str) -> dict[str, Range | Choice]:
         p.name: meta
         for p in parameters
         for meta in getattr(p.annotation, "__metadata__", ())
-        if isinstance(meta, Range | Choice)
+        if isinstance(meta, Range | Choice | Words)
     }
 
 

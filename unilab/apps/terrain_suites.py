@@ -3,7 +3,6 @@ a policy on exactly the ground a suite names."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from unilab.apps.args import InputError
@@ -19,13 +18,14 @@ TERRAIN_SUITES = {
 
 
 def terrain_of_suite(task: str, base: TaskConfig, suite: str) -> dict[str, Any]:
-    """The factory argument that builds ``task``'s terrain of ``suite``'s types alone (same rows, same sizes); a
-    task on a flat floor, or whose factory takes no terrain, is refused in one line."""
+    """The factory argument that builds ``task``'s terrain of ``suite``'s types alone (same rows, same sizes), in
+    place of the columns it trained on; a task on a flat floor, or whose factory takes no terrain columns, is refused
+    in one line."""
     if suite not in TERRAIN_SUITES:
         raise InputError(f"unknown terrain suite {suite!r}; known: {', '.join(TERRAIN_SUITES)}")
     if base.terrain is None:
         raise InputError(f"task {task} walks on a flat floor; the terrain suites need a task on terrain")
-    missing = {"terrain", "terrain_level"} - override_names(task)
+    missing = {"terrain_columns", "terrain_level"} - override_names(task)
     if missing:
         raise InputError(f"task {task} has a terrain but its factory takes no {' or '.join(sorted(missing))}")
-    return {"terrain": dataclasses.replace(base.terrain, types=TERRAIN_SUITES[suite])}
+    return {"terrain_columns": TERRAIN_SUITES[suite]}

@@ -47,3 +47,21 @@ class Choice:
         if value not in self.values:
             rule = f"one of {', '.join(self.values)}" + (f" ({self.why})" if self.why else "")
             raise ValueError(f"{key} must be {rule}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Words:
+    """A list of words a key takes (``task.terrain_columns=[flat,pyramid_stairs]``): at least one, each among
+    ``values``; a word may come more than once."""
+
+    values: tuple[str, ...]
+    why: str = ""
+    optional: bool = False  # None (``null``) is taken too: the reader's own choice
+
+    def check(self, key: str, value: object) -> None:
+        if value is None and self.optional:
+            return
+        words = value if isinstance(value, list | tuple) else ()
+        if not words or any(word not in self.values for word in words):
+            rule = f"a list of one or more of {', '.join(self.values)}" + (f" ({self.why})" if self.why else "")
+            raise ValueError(f"{key} must be {rule}, got {value!r}")

@@ -14,7 +14,7 @@ import mujoco
 import torch
 
 from unilab.context import RobotConfig, StateKey
-from unilab.core.ranges import Choice, Range
+from unilab.core.ranges import Choice, Range, Words
 from unilab.envs.model_check import check_model, check_scene_size
 from unilab.managers.terms import (
     ActionTerm,
@@ -26,7 +26,7 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.sim import BROADPHASES, SimConfig, load_model
-from unilab.terrain import TerrainConfig, generate, terrain_model
+from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
 from unilab.terrain.generator import LAYOUTS
 
 # A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
@@ -46,6 +46,13 @@ TiltSpan = Annotated[float, Range(0.0, 2.0, why="metres either side of the base;
 # How a task's terrain is built into its scene (``task.layout=solid``): one of the scene's layouts
 # (``unilab.terrain.scene``), so that the physics' cost of each can be measured on the same task.
 TerrainLayout = Annotated[str, Choice(LAYOUTS, why="how the scene builds the terrain")]
+# The terrain's columns, left to right, by kind (``task.terrain_columns=[flat,pyramid_stairs_inv,pyramid_stairs_inv]``;
+# ``TerrainConfig.types``), or null for the task's own: a kind named twice has twice the tiles, so twice the envs train
+# on it.
+TerrainColumns = Annotated[
+    tuple[str, ...] | None,
+    Words(TERRAIN_TYPES, why="the terrain's columns, left to right; null: the task's", optional=True),
+]
 # MuJoCo Warp's pair search (``task.broadphase=sap_tile``; ``SimConfig.broadphase``), or null for its own choice.
 PairSearch = Annotated[
     str | None, Choice(BROADPHASES, why="MuJoCo Warp's pair search; null: its own choice", optional=True)

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, PairSearch, TaskConfig, TerrainLayout
+from unilab.envs.config import (
+    ConstraintRows,
+    ContactsPerWorld,
+    NoiseScale,
+    PairSearch,
+    TaskConfig,
+    TerrainColumns,
+    TerrainLayout,
+)
 from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
 from unilab.tasks.randomization import Randomization
@@ -47,6 +55,7 @@ def make_task(
     broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
     layout: TerrainLayout = TERRAIN.layout,
+    terrain_columns: TerrainColumns = None,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
@@ -54,7 +63,9 @@ def make_task(
     buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
     (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
     terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-    (``TerrainConfig.layout``)."""
-    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout)
+    (``TerrainConfig.layout``); ``terrain_columns`` its columns' kinds, left to right (``TerrainConfig.types``;
+    None: ``terrain``'s)."""
+    columns = tuple(terrain_columns or terrain.types)
+    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
     rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

@@ -20,6 +20,7 @@ from unilab.envs.config import (
     NoiseScale,
     PairSearch,
     TaskConfig,
+    TerrainColumns,
     TerrainLayout,
     TiltSpan,
 )
@@ -97,6 +98,7 @@ def make_task(
     broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
     layout: TerrainLayout = TERRAIN.layout,
+    terrain_columns: TerrainColumns = None,
     action_reach: ActionReach = ACTION_REACH,
     tilt_span: TiltSpan = TILT_SPAN,
 ) -> TaskConfig:
@@ -106,10 +108,12 @@ def make_task(
     buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
     (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
     terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-    (``TerrainConfig.layout``); ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why);
+    (``TerrainConfig.layout``); ``terrain_columns`` its columns' kinds, left to right (``TerrainConfig.types``;
+    None: ``terrain``'s); ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why);
     ``tilt_span`` is how far either side of the trunk the orientation penalty fits the ground's plane (``TILT_SPAN``
     says why; 0: the vertical)."""
-    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout)
+    columns = tuple(terrain_columns or terrain.types)
+    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
     rough = dataclasses.replace(
         ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase, tilt_span=tilt_span
     )

@@ -59,13 +59,7 @@ def make_task(
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
-    ``noise_scale`` multiplies the observation noise, the scan's included; ``nconmax`` and ``njmax`` size the physics
-    buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
-    (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
-    terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-    (``TerrainConfig.layout``); ``terrain_columns`` its columns' kinds, left to right (``TerrainConfig.types``;
-    None: ``terrain``'s)."""
-    columns = tuple(terrain_columns or terrain.types)
-    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
-    rough = dataclasses.replace(ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
+    ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
+    ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are)."""
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

@@ -104,19 +104,12 @@ def make_task(
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
-    ``noise_scale`` multiplies the observation noise, the scan's included; ``nconmax`` and ``njmax`` size the physics
-    buffers (``ROUGH``'s comment says why they are what they are); ``broadphase`` picks MuJoCo Warp's pair search
-    (``unilab.sim.BROADPHASES``; None: its own choice); ``hfield_geoms`` names the robot geoms that touch the
-    terrain's height fields (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-    (``TerrainConfig.layout``); ``terrain_columns`` its columns' kinds, left to right (``TerrainConfig.types``;
-    None: ``terrain``'s); ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why);
-    ``tilt_span`` is how far either side of the trunk the orientation penalty fits the ground's plane (``TILT_SPAN``
-    says why; 0: the vertical)."""
-    columns = tuple(terrain_columns or terrain.types)
-    terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
-    rough = dataclasses.replace(
-        ROUGH, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase, tilt_span=tilt_span
-    )
+    ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
+    ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are); ``action_reach``
+    multiplies the Go1's action scale (``ACTION_REACH`` says why); ``tilt_span`` is how far either side of the trunk
+    the orientation penalty fits the ground's plane (``TILT_SPAN`` says why; 0: the vertical)."""
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns)
+    rough = dataclasses.replace(rough, tilt_span=tilt_span)
     robot = dataclasses.replace(go1.ROBOT, action_scale=tuple(action_reach * s for s in go1.ACTION_SCALE))
     walk = dataclasses.replace(WALK, robot=robot)
     return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

@@ -116,7 +116,7 @@ class StartupClock:
         if c:
             graphs = f"{c['graphs']:.0f} graph{'s' if c['graphs'] != 1 else ''}"
             timers = ", ".join(f"{name} {c[name]:.1f}" for name in _COMPILE_TIMERS if name in c)
-            cached = f"{c['cache_hits']:.0f} from Inductor's cache, {c.get('aot_hits', 0):.0f} from AOTAutograd's"
+            cached = f"{c['cache_hits']:.0f} from Inductor's cache, {c['aot_hits']:.0f} from AOTAutograd's"
             line += f"; torch.compile: {graphs}, {cached}; seconds {timers}"
         k = self.kernel_build
         if k:

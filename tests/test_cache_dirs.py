@@ -18,7 +18,10 @@ from unilab.core import cache_dirs
 from unilab.core.cache_dirs import CACHES, SWITCHES, configure, default_root, drop_corrupt_warp_modules, resolve_root
 
 REPO = Path(__file__).resolve().parents[1]
-VARIABLES = ("UNILAB_CACHE_DIR", "XDG_CACHE_HOME", *(variable for _, variable in CACHES.values()), *SWITCHES)
+VARIABLES = (
+    "UNILAB_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONDONTWRITEBYTECODE", *(variable for _, variable in CACHES.values()),
+    *SWITCHES,
+)  # fmt: skip
 
 # A Warp kernel compiled (or loaded) on the CPU in a process whose caches ``configure`` placed; Warp prints whether
 # the module was compiled or cached.
@@ -50,11 +53,24 @@ print(json.dumps(dict(counters["inductor"])))
 """
 
 
+# A module imported after ``configure``, with Python's verbose import log: where its bytecode came from or went.
+IMPORT_PROBE = """
+import sys
+from unilab.core.cache_dirs import configure
+configure()
+import probe_module
+print(sys.pycache_prefix)
+"""
+
+
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No cache variable set, and each restored after the test (``configure`` writes them)."""
+    """No cache variable set, bytecode written beside the sources, and each restored after the test (``configure``
+    writes them)."""
     for variable in VARIABLES:
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
     return monkeypatch
 
 
@@ -110,6 +126,42 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0" and os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
     # A second call (the command's, then the run's) sees its own placement, not the user's.
     assert {cache.name: cache for cache in configure()} == placed
+
+
+def _bytecode_log(tmp_path: Path, **variables: str) -> tuple[list[str], str]:
+    """``IMPORT_PROBE`` run with ``variables`` set: the verbose log's lines about ``probe_module``, and the prefix."""
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "probe_module.py").write_text("VALUE = 1\n")
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
+    done = subprocess.run(
+        [sys.executable, "-v", "-c", IMPORT_PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if "probe_module" in line], done.stdout.split()[-1]
+
+
+def test_bytecode_goes_under_the_root_where_the_environment_turned_it_off(tmp_path: Path) -> None:
+    """Where ``PYTHONDONTWRITEBYTECODE`` is set, a command compiles a module once into the cache root and the next
+    process loads it from there; nothing is written beside the sources."""
+    bytecode = tmp_path / "root" / "bytecode"
+    first, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
+    assert prefix == str(bytecode)
+    assert any(line.startswith("# created") and str(bytecode) in line for line in first), first
+    second, _ = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
+    assert any(line.startswith("# code object from") and str(bytecode) in line for line in second), second
+    assert not any(line.startswith("# created") for line in second), second
+    assert not (tmp_path / "src" / "__pycache__").exists()
+
+
+def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path) -> None:
+    """Writing on: beside the sources, as always. A prefix of the user's with writing off: nothing written at all."""
+    lines, prefix = _bytecode_log(tmp_path)
+    assert prefix == "None" and (tmp_path / "src" / "__pycache__").is_dir()
+    assert not (tmp_path / "root" / "bytecode").exists()
+    mine = tmp_path / "my_bytecode"
+    lines, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(mine))
+    assert prefix == str(mine) and not mine.exists() and not any(line.startswith("# created") for line in lines)
 
 
 def test_a_second_process_loads_warp_s_kernels_and_a_corrupt_one_is_rebuilt(tmp_path: Path) -> None:
@@ -223,12 +275,12 @@ def test_unilab_cache_shows_and_clears_without_torch(tmp_path: Path) -> None:
 
     shown = cache()
     assert shown[0] == f"cache root: {tmp_path / 'root'}"
-    rows = {line.split()[0]: line for line in shown[1:4]}
+    rows = {line.split()[0]: line for line in shown[1:5]}
     assert str(tmp_path / "root" / "warp") in rows["warp"] and rows["warp"].endswith(human(3000))
     assert str(mine) in rows["inductor"] and "10 B (set by TORCHINDUCTOR_CACHE_DIR)" in rows["inductor"]
-    assert "empty" in rows["triton"] and shown[4].startswith(f"total {human(3010)}")
+    assert "empty" in rows["triton"] and "empty" in rows["bytecode"] and shown[5].startswith(f"total {human(3010)}")
     assert cache("info") == shown
     cleared = cache("clear")
     assert f"removed {tmp_path / 'root' / 'warp'} ({human(3000)})" in cleared[1]
     assert "kept" in cleared[2] and (mine / "graph").exists() and not (tmp_path / "root" / "warp").exists()
-    assert "nothing to remove" in cleared[3]
+    assert "nothing to remove" in cleared[3] and "nothing to remove" in cleared[4]

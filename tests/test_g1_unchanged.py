@@ -15,9 +15,10 @@ still gives the digest before), and again when its orientation penalty came to m
 ground's plane (``tilt_span=0`` gives the digest before).
 
 Sensors the robots gained after a digest was taken (``ADDED_SENSORS``: the feet's velocities, which only the rough
-G1 walk's clearance penalty reads) are cut out of ``sensordata`` before it is hashed, so each digest covers exactly
-what it covered when it was taken: the physics, every observation, reward and termination, and every sensor the
-tasks read then, bit for bit.
+G1 walk's clearance penalty reads) are cut out of ``sensordata`` before it is hashed, and so are the task-level
+values logged since (``ADDED_TASK_VALUES``: the terrain curriculum's mean level of each terrain type, which no term
+reads), so each digest covers exactly what it covered when it was taken: the physics, every observation, reward and
+termination, and every sensor the tasks read then, bit for bit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,15 +52,20 @@ EXPECTED = {
     "go1_walk_rough": "ecd050c89d101c278f1a63f2c7d2d9e621d5e73f51fd6179765b49f9623f475f",
 }
 ADDED_SENSORS = (*g1.ROBOT.foot_linvel_sensors, *go1.ROBOT.foot_linvel_sensors)
+ADDED_TASK_VALUES = re.compile(r"terrain_level_(?!mean$|std$).+")
 
 
 def _as_taken(env: FunctionalEnv, state: TensorDict) -> TensorDict:
-    """``state`` with the columns of ``ADDED_SENSORS`` cut out of its ``sensordata``."""
+    """``state`` with the columns of ``ADDED_SENSORS`` cut out of its ``sensordata`` and ``ADDED_TASK_VALUES`` left
+    out."""
     keep = torch.ones(state["sim", "sensordata"].shape[-1], dtype=torch.bool)
     for name in ADDED_SENSORS:
         if name in env.ctx.sensor_slices:
             keep[env.ctx.sensor_slices[name]] = False
-    return apply_updates(state, {("sim", "sensordata"): state["sim", "sensordata"][:, keep]})
+    state = apply_updates(state, {("sim", "sensordata"): state["sim", "sensordata"][:, keep]})
+    # A TensorDict iterates over its batch dimension, not its keys, so the keys are asked for.
+    added = [("task", key) for key in state["task"].keys() if ADDED_TASK_VALUES.fullmatch(key)]  # noqa: SIM118
+    return state.exclude(*added)
 
 
 def _update(digest: Any, data: TensorDict) -> None:

@@ -100,6 +100,39 @@ def test_the_curriculum_moves_far_walkers_up_short_walkers_and_fallers_down_and_
     assert float(out[("task", "terrain_level_std")]) == pytest.approx(float(shown.std(correction=0)))
 
 
+def test_the_curriculum_gives_each_terrain_type_its_own_mean_level() -> None:
+    """Columns flat, pit, pit, stairs, and a slope no env walks: envs 0-7 walk columns i % 4; the pit's envs are
+    counted over both its columns, and the slope, with none, reads 0."""
+    terrain = generate(dataclasses.replace(SMALL, types=("flat", "pyramid_stairs_inv", "pyramid_stairs_inv", "flat")))
+    origins = torch.from_numpy(terrain.origins)
+    level = [0.0, 1.0, 2.0, 3.0, 1.0, 3.0, 3.0, 0.0]
+    xy = [origins[int(row), i % 4, :2].tolist() for i, row in enumerate(level)]
+    state = _levels_state(level, xy, [[0.0, 0.0, 0.0]] * 8, [1000] * 8)
+    done = torch.zeros(8, dtype=torch.bool)  # nobody moves: the means are of the levels as they stand
+    names = ("flat", "pyramid_stairs_inv", "pyramid_slope")
+    out = curricula.terrain_levels(
+        state, SimpleNamespace(num_envs=8, max_episode_steps=1000), done, done, origins, 8.0, "velocity", 20.0,
+        type_of_column=torch.tensor([0, 1, 1, 0]), type_names=names,
+    )  # fmt: skip
+    flat, pit = [0.0, 3.0, 1.0, 0.0], [1.0, 2.0, 3.0, 3.0]  # envs 0, 3, 4, 7 and 1, 2, 5, 6
+    assert float(out[("task", "terrain_level_flat")]) == pytest.approx(sum(flat) / 4)
+    assert float(out[("task", "terrain_level_pyramid_stairs_inv")]) == pytest.approx(sum(pit) / 4)
+    assert float(out[("task", "terrain_level_pyramid_slope")]) == 0.0
+
+
+@pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
+def test_a_rough_walk_logs_a_mean_level_for_each_terrain_type(task: str) -> None:
+    columns = ["flat", "pyramid_stairs_inv", "pyramid_stairs_inv"]
+    env = make_functional_env(task, sim="mujoco", num_envs=6, terrain_columns=columns)
+    state = env.step(env.reset(rnglib.make_rng(0)), torch.zeros(6, env.action_dim), rnglib.make_rng(1))[0]
+    levels = {key: float(value) for key, value in state["task"].items() if key.startswith("terrain_level_")}
+    assert set(levels) == {"terrain_level_mean", "terrain_level_std", "terrain_level_flat",
+                           "terrain_level_pyramid_stairs_inv"}  # fmt: skip
+    assert levels["terrain_level_mean"] == pytest.approx(
+        (levels["terrain_level_flat"] + 2 * levels["terrain_level_pyramid_stairs_inv"]) / 3
+    )
+
+
 def test_the_commanded_displacement_is_the_chord_of_the_commanded_arc() -> None:
     command = torch.tensor(
         [[1.0, 0.0, 0.0], [0.6, -0.8, 0.0], [0.5, 0.0, 0.5], [1.0, 0.0, 2 * math.pi / 20], [0, 0, 1]]

@@ -66,6 +66,8 @@ def terrain_levels(
     command: str,
     episode_length_s: float,
     short_fraction: float = 0.5,
+    type_of_column: torch.Tensor | None = None,
+    type_names: tuple[str, ...] = (),
 ) -> dict:
     """Move each finished env a terrain row up when it walked off its tile's half-width from the centre, and a row
     down when it did not and either it failed (``terminated``: it fell) or it got less than ``short_fraction`` of
@@ -77,7 +79,10 @@ def terrain_levels(
     at reset and held for the episode, so the episode's command is the one in the state.
 
     The levels' mean and spread over envs (past the last row counted as the last) are ``state["task",
-    "terrain_level_mean"]`` and ``state["task", "terrain_level_std"]``.
+    "terrain_level_mean"]`` and ``state["task", "terrain_level_std"]``. Given the terrain's types (``type_names``)
+    and the index into them of each column (``type_of_column``), the mean over the envs of each type is
+    ``state["task", "terrain_level_<type>"]``: the overall mean hides a type whose envs stay on its low rows, and
+    that type is the one the suites' hardest row will fail.
     """
     level = state["env", "terrain_level"]
     walked = distance_from_tile(state, origins)
@@ -87,8 +92,14 @@ def terrain_levels(
     moved = (level + up.float() - down.float()).clamp(min=0.0)
     new = torch.where(done, moved, level)
     shown = new.clamp(max=origins.shape[0] - 1)
-    return {
+    out = {
         ("env", "terrain_level"): new,
         ("task", "terrain_level_mean"): shown.mean(),
         ("task", "terrain_level_std"): shown.std(correction=0),
     }
+    if type_of_column is not None:
+        kind = type_of_column[torch.arange(new.shape[0], device=new.device) % origins.shape[1]]
+        for index, name in enumerate(type_names):  # a type no env walks (fewer envs than columns) reads 0
+            walks = (kind == index).float()
+            out["task", f"terrain_level_{name}"] = (shown * walks).sum() / walks.sum().clamp(min=1.0)
+    return out

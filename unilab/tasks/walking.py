@@ -316,14 +316,22 @@ def _curricula(ground: Ground | None) -> dict[str, CurriculumTerm]:
         )
     }
     if ground is not None:
+        columns = ground.rough.terrain.types
+        names = tuple(dict.fromkeys(columns))  # a type named twice has one mean over both its columns
         out["terrain_levels"] = CurriculumTerm(
             curricula.terrain_levels,
-            state={"terrain_level_mean": 0.0, "terrain_level_std": 0.0},
+            state={
+                "terrain_level_mean": 0.0,
+                "terrain_level_std": 0.0,
+                **{f"terrain_level_{name}": 0.0 for name in names},
+            },
             params={
                 "origins": ground.origins,
                 "tile_size": ground.rough.terrain.tile_size,
                 "command": "velocity",
                 "episode_length_s": EPISODE_S,
+                "type_of_column": torch.tensor([names.index(name) for name in columns]),
+                "type_names": names,
             },
         )
     return out

@@ -53,12 +53,14 @@ print(json.dumps(dict(counters["inductor"])))
 """
 
 
-# A module imported after ``configure``, with Python's verbose import log: where its bytecode came from or went.
+# A module imported after ``configure``, with Python's verbose import log: where its bytecode came from or went. The
+# module stands in for the training stack, whose bytecode decides whether the root keeps it.
 IMPORT_PROBE = """
 import sys
-from unilab.core.cache_dirs import configure
-configure()
-import probe_module
+from unilab.core import cache_dirs
+cache_dirs.STACK_SOURCES = (("probe_package", "probe_module.py"),)
+cache_dirs.configure()
+import probe_package.probe_module
 print(sys.pycache_prefix)
 """
 
@@ -128,10 +130,17 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     assert {cache.name: cache for cache in configure()} == placed
 
 
+def _probe_package(tmp_path: Path) -> Path:
+    """A package of one module, with no bytecode, under ``tmp_path / "src"``; returns the package's folder."""
+    package = tmp_path / "src" / "probe_package"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "probe_module.py").write_text("VALUE = 1\n")
+    return package
+
+
 def _bytecode_log(tmp_path: Path, **variables: str) -> tuple[list[str], str]:
     """``IMPORT_PROBE`` run with ``variables`` set: the verbose log's lines about ``probe_module``, and the prefix."""
-    (tmp_path / "src").mkdir(exist_ok=True)
-    (tmp_path / "src" / "probe_module.py").write_text("VALUE = 1\n")
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
     done = subprocess.run(
@@ -142,8 +151,9 @@ def _bytecode_log(tmp_path: Path, **variables: str) -> tuple[list[str], str]:
 
 
 def test_bytecode_goes_under_the_root_where_the_environment_turned_it_off(tmp_path: Path) -> None:
-    """Where ``PYTHONDONTWRITEBYTECODE`` is set, a command compiles a module once into the cache root and the next
-    process loads it from there; nothing is written beside the sources."""
+    """Where ``PYTHONDONTWRITEBYTECODE`` is set and the stack has no bytecode, a command compiles a module once into
+    the cache root and the next process loads it from there; nothing is written beside the sources."""
+    package = _probe_package(tmp_path)
     bytecode = tmp_path / "root" / "bytecode"
     first, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert prefix == str(bytecode)
@@ -151,17 +161,21 @@ def test_bytecode_goes_under_the_root_where_the_environment_turned_it_off(tmp_pa
     second, _ = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert any(line.startswith("# code object from") and str(bytecode) in line for line in second), second
     assert not any(line.startswith("# created") for line in second), second
-    assert not (tmp_path / "src" / "__pycache__").exists()
+    assert not (package / "__pycache__").exists()
 
 
 def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path) -> None:
-    """Writing on: beside the sources, as always. A prefix of the user's with writing off: nothing written at all."""
-    lines, prefix = _bytecode_log(tmp_path)
-    assert prefix == "None" and (tmp_path / "src" / "__pycache__").is_dir()
-    assert not (tmp_path / "root" / "bytecode").exists()
+    """A prefix of the user's with writing off: nothing written at all. Writing on: beside the sources, as always.
+    Writing off but the stack installed with its bytecode: read from beside the sources, nothing compiled again."""
+    package = _probe_package(tmp_path)
     mine = tmp_path / "my_bytecode"
     lines, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(mine))
     assert prefix == str(mine) and not mine.exists() and not any(line.startswith("# created") for line in lines)
+    lines, prefix = _bytecode_log(tmp_path)
+    assert prefix == "None" and (package / "__pycache__").is_dir()
+    lines, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
+    assert prefix == "None" and any(line.startswith("# code object from") and "__pycache__" in line for line in lines)
+    assert not (tmp_path / "root" / "bytecode").exists()
 
 
 def test_a_second_process_loads_warp_s_kernels_and_a_corrupt_one_is_rebuilt(tmp_path: Path) -> None:

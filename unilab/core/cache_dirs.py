@@ -8,9 +8,10 @@ directory, which a reboot or a fresh container empties. So the commands point al
 or Warp compiles anything, which is also one place to look at and one to clear (``unilab cache``).
 
 Python's own bytecode joins them where the environment turned off writing it beside the sources
-(``PYTHONDONTWRITEBYTECODE``, set in many container images to keep their layers clean): every run then compiles
-torch's modules from source again, about 3.5 s of a GPU machine's 7 s of imports. Those runs write it under the root
-instead (``sys.pycache_prefix``), which leaves the installed packages as untouched as the setting meant them to be.
+(``PYTHONDONTWRITEBYTECODE``, set in many container images to keep their layers clean) and the stack was installed
+without it: every run then compiles torch's modules from source again, about 3.5 s of a GPU machine's 7 s of
+imports. Those runs write it under the root instead (``sys.pycache_prefix``), which leaves the installed packages as
+untouched as the setting meant them to be.
 
 The root is ``$UNILAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/unilab``, else ``~/.cache/unilab``; where that cannot be
 written (a read-only home) a folder in the temporary directory stands in, with a one-line notice, rather than a
@@ -20,6 +21,7 @@ failed run. A library's own variable that the user set (``WARP_CACHE_PATH``, ``T
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -129,12 +131,33 @@ def configure() -> list[CacheDir]:
     return dirs
 
 
+# Modules deep in what a training run imports, by package: where one has no bytecode beside its source, the stack
+# was installed without it (uv, for one, writes none unless asked) and each run would compile it from source.
+STACK_SOURCES = (("torch", "_dynamo/symbolic_convert.py"), ("tensordict", "_td.py"), ("torchrl", "envs/common.py"))
+
+
+def installed_without_bytecode() -> bool:
+    """Whether a module of ``STACK_SOURCES`` has no bytecode beside its source; found without importing any."""
+    for package, module in STACK_SOURCES:
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            continue
+        source = Path(spec.origin).parent / module
+        cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+        if source.is_file() and not cached.is_file():
+            return True
+    return False
+
+
 def keep_bytecode(cache: CacheDir) -> bool:
-    """Write this process's bytecode under ``cache`` where the environment turned writing it off and named no folder
-    of its own for it; returns whether it does. A prefix the user set with writing off is a choice to write nothing,
-    and is kept. The variable is set for the processes this one starts (torchrun's ranks, Inductor's compile
-    workers), which read what is there; a command among them writes too, through its own ``configure``."""
-    if not sys.dont_write_bytecode or cache.user_set:
+    """Write this process's bytecode under ``cache`` where the environment turned writing it off, named no folder
+    of its own for it, and the stack was installed without bytecode; returns whether it does. A stack installed with
+    its bytecode is read from there as before (under a prefix Python would compile it all again, once). A prefix the
+    user set with writing off is a choice to write nothing, and is kept. The variable is set for the processes this
+    one starts (torchrun's ranks, Inductor's compile workers), which read what is there; a command among them writes
+    too, through its own ``configure``."""
+    placed_by_parent = os.environ.get(cache.variable) == str(cache.path)
+    if not sys.dont_write_bytecode or cache.user_set or not (placed_by_parent or installed_without_bytecode()):
         return False
     sys.pycache_prefix = str(cache.path)
     sys.dont_write_bytecode = False

@@ -65,6 +65,18 @@ print(sys.pycache_prefix)
 """
 
 
+# The probe imported as a command imports its module: a damaged bytecode file of the root's is removed and the
+# command started again with its arguments, which it prints.
+REPAIR_PROBE = """
+import sys
+from unilab.core import cache_dirs
+cache_dirs.STACK_SOURCES = (("probe_package", "probe_module.py"),)
+cache_dirs.configure()
+from unilab.apps.cli import import_command
+print(import_command("probe", "probe_package.probe_module").VALUE, *sys.argv[1:])
+"""
+
+
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """No cache variable set, bytecode written beside the sources, and each restored after the test (``configure``
@@ -176,6 +188,46 @@ def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path)
     lines, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert prefix == "None" and any(line.startswith("# code object from") and "__pycache__" in line for line in lines)
     assert not (tmp_path / "root" / "bytecode").exists()
+
+
+def test_a_corrupt_bytecode_entry_is_removed_and_the_command_starts_again(tmp_path: Path) -> None:
+    """Python checks a cached file's header against its source, not its body: a damaged body fails the import. The
+    command removes the file, says so in one line and starts again (the same arguments), which compiles the module
+    from its source; after eight restarts in a row it stops with one line."""
+    _probe_package(tmp_path)
+    script = tmp_path / "command.py"
+    script.write_text(REPAIR_PROBE)
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(
+        UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}",
+        PYTHONDONTWRITEBYTECODE="1",
+    )  # fmt: skip
+
+    def command(**more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), "--an-argument"], cwd=REPO, env={**env, **more}, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+
+    def damage() -> Path:
+        (entry,) = (tmp_path / "root" / "bytecode").rglob("probe_module.*.pyc")
+        entry.write_bytes(entry.read_bytes()[:16] + b"\xff" * 8)  # the header still matches the source
+        return entry
+
+    assert command().stdout.split() == ["1", "--an-argument"]
+    entry = damage()
+    done = command()
+    assert done.returncode == 0 and done.stdout.split() == ["1", "--an-argument"], done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        f"unilab: removed a corrupt bytecode cache entry {entry}; starting again to compile it from its source"
+    ]
+    again = command()
+    assert again.returncode == 0 and not again.stderr and entry.is_file()
+    damage()
+    stopped = command(UNILAB_BYTECODE_REPAIRS="8")
+    assert stopped.returncode == 1 and not stopped.stdout
+    (line,) = stopped.stderr.splitlines()
+    assert line.startswith(f"unilab: removed a corrupt bytecode cache entry {entry}, 9 in a row") and not entry.exists()
 
 
 def test_a_second_process_loads_warp_s_kernels_and_a_corrupt_one_is_rebuilt(tmp_path: Path) -> None:

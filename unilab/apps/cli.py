@@ -8,15 +8,17 @@ tasks to read their sizes.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
 from unilab.apps.early import check_command
-from unilab.core.cache_dirs import configure
+from unilab.core.cache_dirs import configure, corrupt_bytecode, notice
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC, FlashSAC or PPO) on a task; key=value overrides"),
@@ -73,20 +75,50 @@ def main(argv: list[str] | None = None) -> None:
 def import_command(prog: str, module: str) -> ModuleType:
     """Import a command's module, saying on a terminal that the stack is loading (torch, torchrl, mujoco, the
     tasks: seconds on a small CPU, tens of seconds under a cold cache, before the command can print anything). The
-    line is erased once the import is done, so that what the command prints next, an error included, stands alone."""
+    line is erased once the import is done, so that what the command prints next, an error included, stands alone.
+    A damaged file of the bytecode cache is removed and the command started again (``restart_without``)."""
     status = sys.stderr.isatty()
     if status:
         sys.stderr.write(f"{prog}: loading torch, torchrl, MuJoCo and the tasks...")
         sys.stderr.flush()
+    damaged = None
     try:
         return importlib.import_module(module)
     except KeyboardInterrupt:  # Ctrl-C while loading: nothing has started; said below, once the line is erased
         pass
+    except Exception as error:
+        damaged = corrupt_bytecode(error)
+        if damaged is None:
+            raise
     finally:
         if status:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+    if damaged is not None:
+        restart_without(damaged)
     fail_interrupted(prog)
+
+
+REPAIRS_VARIABLE = "UNILAB_BYTECODE_REPAIRS"  # how many times this command has started again, in its environment
+MAX_REPAIRS = 8
+
+
+def restart_without(damaged: Path) -> NoReturn:
+    """Remove a damaged file of the bytecode cache and start this command again (``exec``: the same process id,
+    interpreter flags, arguments and environment), so that Python compiles that module from its source. Not retried
+    in place: a package that failed half-way through its import (torch registers its operators once) cannot be
+    imported again in the same process. After ``MAX_REPAIRS`` restarts (a disk that damages what is written) the
+    command stops with one line instead."""
+    repairs = int(os.environ.get(REPAIRS_VARIABLE, "0"))
+    damaged.unlink(missing_ok=True)
+    if repairs >= MAX_REPAIRS:
+        notice(f"removed a corrupt bytecode cache entry {damaged}, {repairs + 1} in a row: check the disk under the "
+               "cache root (unilab cache), or clear it (unilab cache clear)")  # fmt: skip
+        raise SystemExit(1)
+    notice(f"removed a corrupt bytecode cache entry {damaged}; starting again to compile it from its source")
+    os.environ[REPAIRS_VARIABLE] = str(repairs + 1)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def fail_interrupted(prog: str) -> NoReturn:

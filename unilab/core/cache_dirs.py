@@ -165,6 +165,27 @@ def keep_bytecode(cache: CacheDir) -> bool:
     return True
 
 
+def corrupt_bytecode(error: BaseException) -> Path | None:
+    """The file of the bytecode cache ``keep_bytecode`` placed whose unmarshalling raised ``error`` (found in the
+    locals of the import system's frame that read it), or None: the error came from elsewhere, or from bytecode of
+    the user's own, which is left to Python. Python writes each file whole (a temporary file, then a rename) and
+    checks its header against the source, but not its body, so a file damaged later fails every import of its
+    module (``bad marshal data``) until it is removed."""
+    if not isinstance(error, (ValueError, EOFError, TypeError)):  # what unmarshalling a damaged body raises
+        return None
+    ours = next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
+    if ours.user_set or sys.pycache_prefix != str(ours.path):
+        return None
+    trace = error.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        path = frame.f_locals.get("bytecode_path") if frame.f_code.co_name == "_compile_bytecode" else None
+        if isinstance(path, str) and Path(path).is_relative_to(ours.path) and Path(path).is_file():
+            return Path(path)
+        trace = trace.tb_next
+    return None
+
+
 def notice(message: str) -> None:
     """A cache's one-line notice on stderr: what was wrong, and that it is being rebuilt."""
     print(f"unilab: {' '.join(message.split())}", file=sys.stderr, flush=True)

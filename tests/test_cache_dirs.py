@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import pickle
+import py_compile
 import subprocess
 import sys
 from pathlib import Path
@@ -188,6 +189,19 @@ def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path)
     lines, prefix = _bytecode_log(tmp_path, PYTHONDONTWRITEBYTECODE="1")
     assert prefix == "None" and any(line.startswith("# code object from") and "__pycache__" in line for line in lines)
     assert not (tmp_path / "root" / "bytecode").exists()
+
+
+def test_the_stack_s_bytecode_is_looked_for_beside_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = _probe_package(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(
+        cache_dirs, "STACK_SOURCES", (("not_installed_anywhere", "x.py"), ("probe_package", "probe_module.py"))
+    )
+    assert cache_dirs.installed_without_bytecode()
+    beside = package / "__pycache__" / f"probe_module.{sys.implementation.cache_tag}.pyc"  # whatever the prefix
+    py_compile.compile(str(package / "probe_module.py"), cfile=str(beside))
+    assert not cache_dirs.installed_without_bytecode()
+    assert "probe_package" not in sys.modules  # looked for, not imported
 
 
 def test_a_corrupt_bytecode_entry_is_removed_and_the_command_starts_again(tmp_path: Path) -> None:

@@ -137,9 +137,13 @@ STACK_SOURCES = (("torch", "_dynamo/symbolic_convert.py"), ("tensordict", "_td.p
 
 
 def installed_without_bytecode() -> bool:
-    """Whether a module of ``STACK_SOURCES`` has no bytecode beside its source; found without importing any."""
+    """Whether a module of ``STACK_SOURCES`` has no bytecode beside its source; found without importing any. A
+    package that is not installed (a robot's computer runs the deploy runtime without torch) has none to compile."""
     for package, module in STACK_SOURCES:
-        spec = importlib.util.find_spec(package)
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:  # a finder that refuses the name outright
+            continue
         if spec is None or spec.origin is None:
             continue
         source = Path(spec.origin).parent / module

@@ -416,6 +416,30 @@ def test_a_walk_on_terrain_is_stated_in_typed_fields_and_a_row_needs_a_terrain()
         make_walk(G1_WALK, terrain_level=3)
 
 
+def test_the_touchdown_clearance_penalty_grades_the_bodies_height_above_the_ground() -> None:
+    """Four knees 5, 3, 1 and -1 cm above a ground 0.2 m up, with a 4 cm margin: 0, 1/4, 3/4 and 5/4, summed."""
+    knees = ("a", "b", "c", "d")
+    ctx = SimpleNamespace(body_ids={name: i + 1 for i, name in enumerate(knees)})
+    xpos = torch.zeros(2, 5, 3)
+    xpos[0, 1:, 2] = 0.2 + torch.tensor([0.05, 0.03, 0.01, -0.01])
+    xpos[1, 1:, 2] = 0.3  # all well clear
+    state = TensorDict({"sim": {"xpos": xpos}}, batch_size=[])
+    ground = HeightMap(torch.full((21, 21), 0.2), 0.1)
+    deficit = rewards.bodies_clearance_deficit(state, ctx, knees, 0.04, ground)
+    assert deficit.tolist() == pytest.approx([2.25, 0.0])
+    assert rewards.bodies_clearance_deficit(state, ctx, knees, 0.04).tolist() == [0.0, 0.0]  # above z = 0
+
+
+def test_the_go1_s_touchdown_penalty_is_a_knob_and_absent_at_zero() -> None:
+    assert "penalty_touchdown_clearance" not in make_task("go1_walk_rough").rewards
+    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.touchdown_penalty=-10"])
+    term = make_task("go1_walk_rough", **cfg.task.knobs).rewards["penalty_touchdown_clearance"]
+    assert term.weight == -10.0 and term.curriculum_scaled
+    assert term.params["bodies"] == KNEES and term.params["margin"] == 2 * KNEE_CLEARANCE and "ground" in term.params
+    with pytest.raises(ValueError, match=r"task.touchdown_penalty must be in \[-1000, 0\] \(a penalty's weight"):
+        compose_config(["task=go1_walk_rough", "sim=mujoco", "task.touchdown_penalty=5"])
+
+
 @pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])
 def test_the_random_surface_is_scaled_to_the_robot(task: str, top: float, step: float) -> None:
     # On the top row the surface's heights take every multiple of its step up to its top, and no more.

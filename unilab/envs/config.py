@@ -40,6 +40,9 @@ ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's 
 # How far an action of 1 moves a joint target, as a multiple of the robot's own action scale (``task.action_reach=1``
 # gives the robot's): a policy whose actions are bounded reaches no further than this.
 ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's action scale")]
+# The weight of a penalty on a walk's touchdown bodies (a quadruped's knees) coming near the ground before the rule that
+# ends the episode does (``task.touchdown_penalty=-10``); 0 leaves the term out.
+TouchdownPenalty = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
 # How far either side of the base (m) a walk on terrain fits the ground's plane that its orientation penalty measures
 # the trunk's tilt from (``task.tilt_span=0.3``); 0 measures it from the vertical.
 TiltSpan = Annotated[float, Range(0.0, 2.0, why="metres either side of the base; 0: the vertical")]

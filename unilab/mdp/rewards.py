@@ -8,7 +8,7 @@ import torch
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
-from unilab.mdp.terrain import ground_normal, height_above_ground
+from unilab.mdp.terrain import bodies_height, ground_normal, height_above_ground
 from unilab.terrain.heightmap import HeightMap
 
 if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
@@ -138,3 +138,13 @@ def feet_clearance_by_speed(
     asked = state["env", command]
     moving = torch.linalg.vector_norm(asked[:, :2], dim=-1) + asked[:, 2].abs() > deadzone
     return torch.where(moving, cost, 0.0)
+
+
+def bodies_clearance_deficit(
+    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], margin: float, ground: HeightMap | None = None
+) -> torch.Tensor:
+    """How far (N,) ``bodies``' origins come within ``margin`` of the ground under them (of z = 0 without a
+    terrain), in units of ``margin`` and summed over the bodies: 0 at ``margin`` or higher, 1 for each on the ground.
+    A graded warning before a rule that ends the episode nearer the ground, so that a policy is paid to keep those
+    parts up before they end it, not only when they do."""
+    return ((margin - bodies_height(state, ctx, bodies, ground)).clamp(min=0.0) / margin).sum(-1)

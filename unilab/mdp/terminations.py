@@ -8,7 +8,7 @@ import torch
 
 from unilab.context import EnvContext
 from unilab.mdp.observations import sensor
-from unilab.mdp.terrain import distance_from_tile, height_above_ground
+from unilab.mdp.terrain import bodies_height, distance_from_tile, height_above_ground
 from unilab.terrain.heightmap import HeightMap
 
 if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
@@ -54,7 +54,4 @@ def bodies_near_ground(
 ) -> torch.Tensor:
     """Any of ``bodies``' origins within ``min_height`` of z = 0, or of the surface under it on a terrain: a part
     that should never touch the ground (a knee, say) on it."""
-    xpos = state["sim", "xpos"]
-    points = torch.stack([xpos[:, ctx.body_ids[name]] for name in bodies], dim=1)  # static ids: no index tensor
-    height = points[..., 2] if ground is None else height_above_ground(ground, points)
-    return (height < min_height).any(-1)
+    return (bodies_height(state, ctx, bodies, ground) < min_height).any(-1)

@@ -100,6 +100,16 @@ def ground_normal(ground: HeightMap, xy: torch.Tensor, span: float, points: int 
     return normal / torch.linalg.vector_norm(normal, dim=-1, keepdim=True)
 
 
+def bodies_height(
+    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], ground: HeightMap | None = None
+) -> torch.Tensor:
+    """How high (N, len(bodies)) the origins of ``bodies`` are above the ground under them, or above z = 0 without a
+    terrain."""
+    xpos = state["sim", "xpos"]
+    points = torch.stack([xpos[:, ctx.body_ids[name]] for name in bodies], dim=1)  # static ids: no index tensor
+    return points[..., 2] if ground is None else height_above_ground(ground, points)
+
+
 def height_above_ground(ground: HeightMap, points: torch.Tensor, around: torch.Tensor | None = None) -> torch.Tensor:
     """How high world ``points`` (..., 3) are above the surface under them; with ``around`` (``footprint``'s
     offsets), above the highest surface under any of those offsets from each point, so a foot approaching a step

@@ -55,6 +55,7 @@ REWARDS = (
     "pose",
     "penalty_feet_ori",
     "penalty_feet_clearance",
+    "penalty_touchdown_clearance",
     "feet_phase",
     "alive",
 )
@@ -156,6 +157,11 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         "feet_phase": (rewards.feet_phase_height_exp, {**feet, **heights, "sigma": gait.sigma}, False),
         "alive": (rewards.alive, {}, False),
     }
+    if ground is not None and ground.rough.touchdown_bodies:  # graded, from twice the height that ends the episode
+        touchdown = {"bodies": ground.rough.touchdown_bodies, "margin": 2 * ground.rough.touchdown_height}
+        terms["penalty_touchdown_clearance"] = (
+            rewards.bodies_clearance_deficit, {**touchdown, "ground": ground.heights}, True
+        )  # fmt: skip
     return {
         name: RewardTerm(terms[name][0], spec.weights[name], terms[name][1], curriculum_scaled=terms[name][2])
         for name in REWARDS

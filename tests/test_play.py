@@ -8,6 +8,7 @@ from pathlib import Path
 
 import imageio.v2 as imageio
 import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -295,6 +296,26 @@ def test_plot_curves_cli_names_the_missing_run(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path)])
     assert "no TensorBoard event files or CSV scalars" in capsys.readouterr().err
+
+
+def test_a_walk_on_terrain_gets_a_panel_of_its_curriculum_s_rows(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    episode = run_dir / "scalars" / "episode"
+    episode.mkdir(parents=True)
+    (episode / "episode_length.csv").write_text("2000000,50.0\n4000000,900.0\n")
+    plain = mpimg.imread(curves.plot_run(run_dir, tmp_path / "plain.png"))
+    for name, (first, last) in {"mean": (1.5, 4.0), "std": (0.5, 2.0), "pyramid_stairs_inv": (1.0, 2.5)}.items():
+        (episode / f"curriculum_terrain_level_{name}.csv").write_text(f"2000000,{first}\n4000000,{last}\n")
+    terrain = mpimg.imread(curves.plot_run(run_dir, tmp_path / "terrain.png"))
+    assert plain.shape[:2] == (800, 1200) and terrain.shape[:2] == (800, 1800)  # a third column for the rows
+    figure, ax = plt.subplots()
+    curves._plot_levels(ax, curves.read_scalars(run_dir), "env steps (M)")
+    lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert lines == {"mean": [1.5, 4.0], "pyramid_stairs_inv": [1.0, 2.5]}
+    (band,) = ax.collections  # the spread, mean -+ std
+    assert band.get_label() == "spread (1 std)"
+    assert band.get_paths()[0].get_extents().y0 == pytest.approx(1.0) and band.get_paths()[0].get_extents().y1 == 6.0
+    plt.close(figure)
 
 
 def test_a_csv_logged_run_is_drawn_against_env_steps_and_a_bad_row_is_one_line(

@@ -12,12 +12,19 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from unilab.apps.args import ArgumentParser, check_output
+
+if TYPE_CHECKING:  # matplotlib loads when a plot is drawn, not with the module
+    from matplotlib.axes import Axes
 
 CURVES_NAME = "curves.png"
 RETURN_TAG, LENGTH_TAG, RATE_TAG = "episode/episode_return", "episode/episode_length", "perf/tail_env_steps_per_sec"
 REWARD_PREFIX = "episode/reward_"
+# A walk on terrain logs its curriculum's level: the mean and spread over envs, and the mean of each terrain type.
+LEVEL_PREFIX = "episode/curriculum_terrain_level_"
+LEVEL_MEAN, LEVEL_SPREAD = f"{LEVEL_PREFIX}mean", f"{LEVEL_PREFIX}std"
 PANELS = (
     (RETURN_TAG, "episode return"),
     (LENGTH_TAG, "episode length (steps)"),
@@ -88,7 +95,8 @@ def _csv_points(path: Path) -> tuple[list[float], list[float]]:
 
 
 def plot_run(run_dir: Path, out: Path | None = None) -> Path:
-    """Plot return, length, throughput and reward terms vs wall time; returns the PNG path (default beside)."""
+    """Plot return, length, throughput and reward terms vs wall time, and for a walk on terrain its curriculum's
+    levels; returns the PNG path (default beside)."""
     import matplotlib
 
     matplotlib.use("Agg")  # headless: no display on training machines
@@ -101,7 +109,9 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     rewards = sorted(tag for tag in scalars.by_tag if tag.startswith(REWARD_PREFIX))
     _, xlabel = scalars.axis([])
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
+    terrain = LEVEL_MEAN in scalars.by_tag
+    fig, grid = plt.subplots(2, 3 if terrain else 2, figsize=(18 if terrain else 12, 8), constrained_layout=True)
+    axes = grid[:, :2]
     for ax, (tag, label) in zip(axes.flat, PANELS, strict=False):
         if tag in scalars.by_tag:
             xs, values = scalars.by_tag[tag]
@@ -120,6 +130,9 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
         ax.text(0.5, 0.5, "no reward terms logged", ha="center", va="center", transform=ax.transAxes)
     ax.set(title="reward terms (mean per env step)", xlabel=xlabel, ylabel="reward x dt")
     ax.grid(alpha=0.3)
+    if terrain:
+        _plot_levels(grid[0, 2], scalars, xlabel)
+        grid[1, 2].axis("off")
     fig.suptitle(run_dir.name)
 
     target = Path(out) if out is not None else run_dir / CURVES_NAME
@@ -127,6 +140,28 @@ def plot_run(run_dir: Path, out: Path | None = None) -> Path:
     fig.savefig(target, dpi=100)
     plt.close(fig)
     return target
+
+
+def _plot_levels(ax: Axes, scalars: Scalars, xlabel: str) -> None:
+    """The terrain curriculum's mean row with its spread over envs shaded, and each terrain type's mean: whether the
+    robots climb to the hardest rows, and which type holds them back."""
+    xs, mean = scalars.by_tag[LEVEL_MEAN]
+    x = scalars.axis(xs)[0]
+    ax.plot(x, mean, color="black", linewidth=2, label="mean")
+    if LEVEL_SPREAD in scalars.by_tag and scalars.by_tag[LEVEL_SPREAD][0] == xs:
+        spread = scalars.by_tag[LEVEL_SPREAD][1]
+        low, high = (
+            [m - s for m, s in zip(mean, spread, strict=True)],
+            [m + s for m, s in zip(mean, spread, strict=True)],
+        )
+        ax.fill_between(x, low, high, color="grey", alpha=0.25, label="spread (1 std)")
+    for tag in sorted(tag for tag in scalars.by_tag if tag.startswith(LEVEL_PREFIX)):
+        if tag not in (LEVEL_MEAN, LEVEL_SPREAD):
+            type_xs, values = scalars.by_tag[tag]
+            ax.plot(scalars.axis(type_xs)[0], values, linewidth=1, label=tag[len(LEVEL_PREFIX) :])
+    ax.legend(fontsize="x-small")
+    ax.set(title="terrain curriculum: row (0 easiest)", xlabel=xlabel, ylabel="row")
+    ax.grid(alpha=0.3)
 
 
 def read_series(path: Path) -> dict:

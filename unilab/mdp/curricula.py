@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from unilab.context import EnvContext
-from unilab.mdp.terrain import distance_from_tile
+from unilab.mdp.terrain import distance_from_tile, env_columns
 
 if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
     from tensordict import TensorDict
@@ -98,7 +98,7 @@ def terrain_levels(
         ("task", "terrain_level_std"): shown.std(correction=0),
     }
     if type_of_column is not None:
-        kind = type_of_column[torch.arange(new.shape[0], device=new.device) % origins.shape[1]]
+        kind = type_of_column[env_columns(new.shape[0], origins.shape[1], new.device)]
         for index, name in enumerate(type_names):  # a type no env walks (fewer envs than columns) reads 0
             walks = (kind == index).float()
             out["task", f"terrain_level_{name}"] = (shown * walks).sum() / walks.sum().clamp(min=1.0)

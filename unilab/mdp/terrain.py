@@ -16,12 +16,17 @@ if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a s
     from tensordict import TensorDict
 
 
+def env_columns(num_envs: int, cols: int, device: torch.device) -> torch.Tensor:
+    """The terrain column (N,) each env walks: env ``i`` walks column ``i % cols``, so the types share the envs
+    equally."""
+    return torch.arange(num_envs, device=device) % cols
+
+
 def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
-    """Each env's tile centre (N, 3) from the tiles' ``origins`` (rows, cols, 3): env ``i`` walks column
-    ``i % cols`` (the types in equal shares), at row ``level[i]`` clamped into the grid."""
+    """Each env's tile centre (N, 3) from the tiles' ``origins`` (rows, cols, 3): in its column (``env_columns``), at
+    row ``level[i]`` clamped into the grid."""
     rows, cols = origins.shape[:2]
-    column = torch.arange(level.shape[0], device=level.device) % cols
-    return origins[level.long().clamp(0, rows - 1), column]
+    return origins[level.long().clamp(0, rows - 1), env_columns(level.shape[0], cols, level.device)]
 
 
 def distance_from_tile(state: TensorDict, origins: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from unilab.apps import bench
 
 TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
+FINISHED = subprocess.CompletedProcess([], 0, "", "")  # a run that wrote no summary
 
 
 @pytest.mark.parametrize("workload", ["sac", "ppo"])
@@ -54,6 +56,28 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
     with pytest.raises(SystemExit):
         bench.main(["train", "--workloads", "td3"])
     assert "unknown workloads ['td3']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override", ["task=g1_walk_rough", "algo=sac", "+sim=mujoco"])
+def test_train_bench_refuses_overrides_that_name_the_workload_before_any_run(
+    override: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["train", "--workloads", "ppo", "--sim", "mujoco", "algo.num_envs=8", override])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "unilab bench: error: a workload fixes algo and task, and --sim the backend; "
+        f"drop ['{override}'] or pick a workload"
+    )
+
+
+def test_the_rough_ppo_workload_trains_the_rough_walk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    commands = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
+    bench.bench_train(["ppo_rough"], 1, "mujoco", [], tmp_path)
+    (command,) = commands
+    assert command[command.index("--algo") + 1] == "ppo" and command[command.index("--task") + 1] == "g1_walk_rough"
 
 
 @pytest.mark.parametrize(

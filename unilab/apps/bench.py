@@ -24,6 +24,7 @@ import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
 from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
+from unilab.apps.early import GROUPS
 from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.run.progress import announce
@@ -241,6 +242,7 @@ CANONICAL_WORKLOADS = {
     "sac_rough": ["--algo", "sac", "--task", "g1_walk_rough"],
     # One iteration is a rollout of 24 steps of every env and its 5 x 4 minibatch updates.
     "ppo": ["--algo", "ppo", "--task", "g1_walk_flat"],
+    "ppo_rough": ["--algo", "ppo", "--task", "g1_walk_rough"],
 }
 # The workloads ``bench profile`` can take apart: it books the update's kernels to the off-policy update's phases.
 PROFILED_WORKLOADS = ("sac", "flashsac")
@@ -489,6 +491,10 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [w for w in workloads if w not in CANONICAL_WORKLOADS]
         if unknown or args.repeats < 1:
             parser.error(f"unknown workloads {unknown}" if unknown else f"--repeats must be >= 1, got {args.repeats}")
+        # A workload is its algorithm and task, and --sim its backend: an override naming one would fail every run.
+        naming = [o for o in args.overrides if o.lstrip("+").split("=", 1)[0] in GROUPS]
+        if naming:
+            parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
         rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root)
         for row in summarize_train(rows):

@@ -7,8 +7,10 @@ with the terms named by ``--without`` switched off, so the episodes go on where 
 After every step it evaluates those terms by hand on the state and asks MuJoCo's collision detection, on each env's
 pose, which of the robot's bodies other than its feet touch the terrain. It prints, over the envs, how many episodes
 each term would have ended and each body touched the ground in, how many of the term's endings came with a body on
-the ground at that step, and, where the ground under the robot slopes, how far its trunk tilts from the vertical
-against the ground's slope: whether it climbs along a flight or holds itself level.
+the ground at that step, what became of those episodes (the trunk on the ground, the peers' fall for a quadruped;
+another term's ending; walking on to the time limit or off the tile), and, where the ground under the robot slopes,
+how far its trunk tilts from the vertical against the ground's slope: whether it climbs along a flight or holds
+itself level.
 """
 
 from __future__ import annotations
@@ -71,9 +73,12 @@ class Census:
     envs where a body touched the terrain at the step the term first fired."""
 
     steps: int
+    down: tuple[str, ...] = ()  # bodies whose touching the terrain is a fall (the peers' quadrupeds: the base)
     terms: dict[str, torch.Tensor] = field(default_factory=dict)
     bodies: dict[str, torch.Tensor] = field(default_factory=dict)
     term_with_contact: dict[str, torch.Tensor] = field(default_factory=dict)
+    ended: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # step (-1: ran on)
+    terminated: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))  # by a kept term
     sloped_steps: int = 0  # env steps on ground sloping SLOPED degrees or more, and the sums of both angles there
     slope_sum: float = 0.0
     tilt_sum: float = 0.0
@@ -87,6 +92,13 @@ class Census:
                 f"  term {name:20s} would end {int(fired.sum()):4d} episodes; "
                 f"{int(self.term_with_contact[name].sum())} of them with a body on the ground then"
             )
+            if self.down and fired.any():
+                out.append(f"    {self.after(first)}")
+        if self.down:
+            down = int(torch.stack([self.bodies[name] >= 0 for name in self.down]).any(0).sum())
+            out.append(
+                f"  {' or '.join(self.down)} touched the terrain in {down} episodes: a rule on their contact's falls"
+            )
         for name, first in sorted(self.bodies.items(), key=lambda item: -int((item[1] >= 0).sum())):
             touched = int((first >= 0).sum())
             if touched:
@@ -99,6 +111,23 @@ class Census:
             )
         return out
 
+    def after(self, first: torch.Tensor) -> str:
+        """What became of the episodes a judged term would have ended at step ``first`` (per env, -1: never): a fall
+        would show as a body of ``down`` on the ground or an ending by the env's own terms; a robot that was not down
+        walks on to the time limit or off its tile."""
+        rest = first >= 0
+        trunk_down = rest & torch.stack([self.bodies[name] >= 0 for name in self.down]).any(0)
+        rest &= ~trunk_down
+        ended_later = rest & self.terminated
+        rest &= ~self.terminated
+        walked_on = rest & (self.ended >= 0)
+        return (
+            f"of those, {' or '.join(self.down)} touched the terrain in {int(trunk_down.sum())}; the env's other "
+            f"terms ended "
+            f"{int(ended_later.sum())}; {int(walked_on.sum())} walked on to the time limit or off their tile; "
+            f"{int((rest & (self.ended < 0)).sum())} were still going when the census stopped"
+        )
+
 
 @torch.no_grad()
 def census(
@@ -109,11 +138,14 @@ def census(
     steps: int,
     seed: int = 0,
     ground: HeightMap | None = None,
+    down: tuple[str, ...] = (),
 ) -> Census:
     """Roll ``policy`` on ``env`` (C MuJoCo: its model and qpos) for ``steps`` steps, each env's first episode only,
     evaluating ``judged`` (terms the env itself no longer applies) and the terrain contacts of every body but the
     world, through any geom but those whose names match ``feet``; on ``ground``, also how far the trunk tilts from
-    the vertical where the ground under it slopes (does it follow the ground or hold itself level?)."""
+    the vertical where the ground under it slopes (does it follow the ground or hold itself level?); what became of
+    the episodes a judged term would have ended, a body of ``down`` (default: the robot's base) on the ground the
+    fall."""
     model = env.sim.model
     data = mujoco.MjData(model)
     names = {body: name for name, body in env.ctx.body_ids.items()}
@@ -121,9 +153,12 @@ def census(
     n = env.num_envs
     result = Census(
         steps,
+        down=down or (env.task.robot.base_body,),
         terms={name: torch.full((n,), -1) for name in judged},
         bodies={names[b]: torch.full((n,), -1) for b in range(1, model.nbody)},
         term_with_contact={name: torch.zeros(n, dtype=torch.bool) for name in judged},
+        ended=torch.full((n,), -1),
+        terminated=torch.zeros(n, dtype=torch.bool),
     )
     running = torch.ones(n, dtype=torch.bool)
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
@@ -143,7 +178,10 @@ def census(
                 if hits[i] and result.terms[name][i] < 0:
                     result.terms[name][i] = step
                     result.term_with_contact[name][i] = bool(down)
-        running &= ~transition["next", "done"].reshape(-1).cpu()
+        done = transition["next", "done"].reshape(-1).cpu() & running
+        result.ended[done] = step
+        result.terminated |= done & transition["next", "terminated"].reshape(-1).cpu()
+        running &= ~done
         if not running.any():
             break
     return result
@@ -172,6 +210,7 @@ def main(argv: list[str] | None = None) -> Census:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feet", default=".*foot.*", help="regex of the feet's geom names (left out)")
+    parser.add_argument("--down", nargs="*", default=[], help="bodies whose touching is a fall (default: the base)")
     args = parser.parse_args(argv)
     try:
         source = policy_source(args.checkpoint, None, None)
@@ -191,7 +230,10 @@ def main(argv: list[str] | None = None) -> Census:
     env = build_env(config, sim="mujoco", num_envs=args.num_envs, device="cpu")
     policy = source.policy(env)
     ground = generate(config.terrain).height_map()
-    result = census(env, policy, judged, args.feet, args.steps, args.seed, ground)
+    unknown = [name for name in args.down if name not in env.ctx.body_ids]
+    if unknown:
+        parser.error(f"{source.task}'s robot has no body {unknown[0]!r}")
+    result = census(env, policy, judged, args.feet, args.steps, args.seed, ground, tuple(args.down))
     print(f"{args.checkpoint.name}, {args.suite} row {overrides['terrain_level']}: " + "\n".join(result.lines()))
     return result
 

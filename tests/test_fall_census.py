@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from scripts.fall_census import census, main
+from scripts.fall_census import Census, census, main
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import build_env, make_task
@@ -36,6 +36,34 @@ def test_a_standing_go1_touches_with_its_feet_alone_and_a_kneeling_one_with_its_
     for calf in ("RR_calf", "RL_calf"):
         # The knee rule fires 2 cm above the ground, before the calf's capsule touches it.
         assert (knees[calf] >= fired).all()
+    # Kneeling on the hind legs, the trunk stays off the ground and the 60 steps end before any episode does.
+    assert kneeling.lines()[2].endswith("were still going when the census stopped")
+    assert "trunk touched the terrain in 0; the env's other terms ended 0; 0 walked on" in kneeling.lines()[2]
+
+
+def test_what_became_of_the_episodes_a_term_would_have_ended() -> None:
+    # Six envs: the term fires in the first five. Env 0's trunk touches the ground (before the term: still down);
+    # env 1 is ended later by a term the env kept; env 2 runs to its time limit; env 3 off its tile at step 40
+    # (truncated too); env 4 is still going; env 5, never judged, is counted nowhere.
+    result = Census(
+        steps=50,
+        down=("trunk", "FR_hip"),
+        terms={"touchdown": torch.tensor([10, 5, 7, 3, 30, -1])},
+        bodies={
+            "trunk": torch.tensor([8, -1, -1, -1, -1, 2]),
+            "FR_hip": torch.tensor([-1, -1, -1, -1, -1, -1]),
+            "FR_calf": torch.tensor([-1, 5, -1, -1, -1, -1]),
+        },
+        term_with_contact={"touchdown": torch.tensor([True, True, False, False, False, False])},
+        ended=torch.tensor([12, 20, 49, 40, -1, 9]),
+        terminated=torch.tensor([True, True, False, False, False, True]),
+    )
+    assert result.lines()[1:4] == [
+        "  term touchdown            would end    5 episodes; 2 of them with a body on the ground then",
+        "    of those, trunk or FR_hip touched the terrain in 1; the env's other terms ended 1; 2 walked on to the "
+        "time limit or off their tile; 1 were still going when the census stopped",
+        "  trunk or FR_hip touched the terrain in 2 episodes: a rule on their contact's falls",
+    ]
 
 
 def test_the_trunks_tilt_is_set_against_the_slope_of_the_ground_under_it() -> None:

@@ -33,6 +33,7 @@ from unilab.apps.train import run
 from unilab.core import rng as rnglib
 from unilab.mdp import curricula, events, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
+from unilab.robots import go1
 from unilab.tasks import walking_metrics
 from unilab.tasks.g1_walk_flat.config import WALK as G1_WALK
 from unilab.tasks.g1_walk_rough.config import TERRAIN
@@ -438,6 +439,45 @@ def test_the_go1_s_touchdown_penalty_is_a_knob_and_absent_at_zero() -> None:
     assert term.params["bodies"] == KNEES and term.params["margin"] == 2 * KNEE_CLEARANCE and "ground" in term.params
     with pytest.raises(ValueError, match=r"task.touchdown_penalty must be in \[-1000, 0\] \(a penalty's weight"):
         compose_config(["task=go1_walk_rough", "sim=mujoco", "task.touchdown_penalty=5"])
+
+
+def test_the_go1_s_falls_are_a_knob_and_the_trunk_rule_replaces_the_knee_rule() -> None:
+    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.falls=trunk", "task.touchdown_penalty=-1"])
+    task = make_task("go1_walk_rough", **cfg.task.knobs)
+    assert list(task.terminations) == ["ground_contact", "time_out", "off_terrain", "crossed_tile"]
+    sensors = ("trunk", "FR_hip", "FL_hip", "RR_hip", "RL_hip")
+    assert task.terminations["ground_contact"].params == {"sensors": tuple(f"{b}_ground_contacts" for b in sensors)}
+    assert task.ground_contact_bodies == sensors
+    assert task.rewards["penalty_touchdown_clearance"].params["bodies"] == KNEES  # the knees still pay, if asked
+    assert make_task("go1_walk_rough").ground_contact_bodies == ()  # the knee rule by default: no sensor
+    with pytest.raises(ValueError, match=r"task.falls must be one of knees, trunk \(what ends an episode as a fall"):
+        compose_config(["task=go1_walk_rough", "sim=mujoco", "task.falls=hips"])
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_the_trunk_on_the_ground_ends_an_episode_and_a_kneeling_go1_walks_on(sim: str) -> None:
+    """The contact sensor as each engine fills it: one Go1 stands, one lies on its back (its trunk's box and hips 5
+    mm into the level ground of row 0, its legs in the air; it comes to rest on the hips' capsules); then both kneel
+    on their hind legs (thighs forward, calves unfolded as far as an action reaches), which the knee rule ends and
+    the trunk rule does not."""
+    env = make_functional_env("go1_walk_rough", sim=sim, num_envs=2, device="cpu", terrain_level=0, falls="trunk")
+    state = env.reset(rnglib.make_rng(0))
+    dropped = state.clone()
+    x, y = dropped["sim", "qpos"][1, :2]
+    ground = float(generate(env.task.terrain).height_map()(x, y))
+    dropped["sim", "qpos"][1, 2:7] = torch.tensor([ground + 0.045, 0.0, 1.0, 0.0, 0.0])  # turned over about x
+    rng = rnglib.make_rng(1)
+    _, transition = env.step(dropped, torch.zeros(2, env.action_dim), rng)
+    assert transition["next", "terminated"].reshape(-1).tolist() == [False, True]
+    kneel = torch.tensor([{"thigh": -1.0, "calf": 1.0}.get(go1.part(joint), 0.0) for joint in go1.JOINT_NAMES])
+    knees = make_task("go1_walk_rough", terrain_level=0).terminations["touchdown"]
+    knee_rule_fired = False
+    for _ in range(60):
+        rng = rnglib.advance(rng)
+        state, transition = env.step(state, kneel.expand(2, -1), rng)
+        assert not transition["next", "terminated"].any()
+        knee_rule_fired |= bool(knees.func(state, env.ctx, **knees.params).any())
+    assert knee_rule_fired
 
 
 @pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])

@@ -26,7 +26,8 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.sim import BROADPHASES, SimConfig, load_model
-from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_model
+from unilab.sim.contact_sensors import add_ground_contact_sensors
+from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_spec
 from unilab.terrain.generator import LAYOUTS
 
 # A task factory's knob that multiplies noise (``task.noise_scale=2``): the range in its annotation is checked with the
@@ -43,6 +44,10 @@ ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's a
 # The weight of a penalty on a walk's touchdown bodies (a quadruped's knees) coming near the ground before the rule that
 # ends the episode does (``task.touchdown_penalty=-10``); 0 leaves the term out.
 TouchdownPenalty = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
+# What ends a quadruped's episode on terrain as a fall (``task.falls=trunk``): ``knees``, a knee within a few
+# centimetres of the ground under it; ``trunk``, the trunk touching the ground (the contact sensor's count).
+FALL_RULES = ("knees", "trunk")
+FallRule = Annotated[str, Choice(FALL_RULES, why="what ends an episode as a fall")]
 # How far either side of the base (m) a walk on terrain fits the ground's plane that its orientation penalty measures
 # the trunk's tilt from (``task.tilt_span=0.3``); 0 measures it from the vertical.
 TiltSpan = Annotated[float, Range(0.0, 2.0, why="metres either side of the base; 0: the vertical")]
@@ -90,6 +95,7 @@ class TaskConfig:
     penalty_scale_key: StateKey | None = None
     obs_noise: bool = True
     terrain: TerrainConfig | None = None
+    ground_contact_bodies: tuple[str, ...] = ()  # each gets a sensor of its contacts with the ground (terms read it)
     record_terminations: bool = False
 
     def __post_init__(self) -> None:
@@ -107,18 +113,28 @@ def task_model(task: TaskConfig) -> mujoco.MjModel:
     check_scene_size(task.scene)
     stat = Path(task.scene).resolve().stat()  # an edited scene is compiled again
     physics = dataclasses.replace(task.physics, per_world=())  # which parameters vary per world: not the model's
-    return copy.copy(_compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot))
+    sensed = task.ground_contact_bodies
+    model = _compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot, sensed)
+    return copy.copy(model)
 
 
 @functools.lru_cache(maxsize=4)  # a model with its terrain holds a few MB; a process builds one or two tasks
 def _compiled(
-    scene: Path, mtime_ns: int, size: int, physics: SimConfig, terrain: TerrainConfig | None, robot: RobotConfig
+    scene: Path,
+    mtime_ns: int,
+    size: int,
+    physics: SimConfig,
+    terrain: TerrainConfig | None,
+    robot: RobotConfig,
+    ground_contact_bodies: tuple[str, ...],
 ) -> mujoco.MjModel:
     """``task_model``'s model, kept per input; callers get copies, so nothing writes into it."""
-    if terrain is None:
+    if terrain is None and not ground_contact_bodies:
         model = load_model(scene, physics)
     else:
-        model = terrain_model(scene, generate(terrain))
+        spec = mujoco.MjSpec.from_file(str(scene)) if terrain is None else terrain_spec(scene, generate(terrain))
+        add_ground_contact_sensors(spec, ground_contact_bodies)
+        model = spec.compile()
         physics.apply(model)
     check_model(model, robot, scene)
     return model

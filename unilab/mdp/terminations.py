@@ -55,3 +55,10 @@ def bodies_near_ground(
     """Any of ``bodies``' origins within ``min_height`` of z = 0, or of the surface under it on a terrain: a part
     that should never touch the ground (a knee, say) on it."""
     return (bodies_height(state, ctx, bodies, ground) < min_height).any(-1)
+
+
+def ground_contact(state: TensorDict, ctx: EnvContext, sensors: tuple[str, ...]) -> torch.Tensor:
+    """Any body whose ground contact sensor (``unilab.sim.contact_sensors``) counts a contact: a part that should
+    never touch the ground (a quadruped's trunk) on it, as the collision stage found it."""
+    counts = torch.stack([sensor(state, ctx, name)[:, 0] for name in sensors], dim=-1)
+    return (counts > 0).any(-1)

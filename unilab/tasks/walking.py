@@ -38,6 +38,7 @@ from unilab.managers.terms import (
 from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.sim import SimConfig
+from unilab.sim.contact_sensors import ground_contact_sensor
 from unilab.tasks.randomization import Randomization, randomize
 from unilab.terrain import TerrainConfig, generate
 from unilab.terrain.heightmap import HeightMap
@@ -198,9 +199,12 @@ def _terminations(spec: WalkSpec, ground: Ground | None) -> dict[str, Terminatio
         )
     if spec.min_root_height is not None:
         out["fall"] = TerminationTerm(terminations.root_height_below, {"min_height": spec.min_root_height, **heights})
-    if ground is not None and ground.rough.touchdown_bodies:
+    if ground is not None and ground.rough.touchdown_bodies and ground.rough.touchdown_ends_episode:
         touchdown = {"bodies": ground.rough.touchdown_bodies, "min_height": ground.rough.touchdown_height, **heights}
         out["touchdown"] = TerminationTerm(terminations.bodies_near_ground, touchdown)
+    if ground is not None and ground.rough.ground_contact_ends:
+        sensors = tuple(ground_contact_sensor(body) for body in ground.rough.ground_contact_ends)
+        out["ground_contact"] = TerminationTerm(terminations.ground_contact, {"sensors": sensors})
     out["time_out"] = TerminationTerm(terminations.time_out, time_out=True)
     if ground is not None:
         out["off_terrain"] = TerminationTerm(
@@ -262,6 +266,7 @@ def make_walk(
         curricula=_curricula(ground),
         penalty_scale_key=("task", "penalty_scale"),
         terrain=None if rough is None else rough.terrain,
+        ground_contact_bodies=() if rough is None else rough.ground_contact_ends,
     )
     return task if randomization is None else randomize(task, randomization)
 
@@ -363,7 +368,10 @@ class RoughSpec:
     ``straight_commands`` is the share of episodes whose command does not turn, so that robots cross their tiles
     (a turning command held for an episode walks a circle). ``tilt_ends_episode`` keeps the walk's tilt
     termination (a quadruped on a slope or a step tilts far and recovers); ``touchdown_bodies`` end an episode when
-    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees). ``tilt_span`` (m), unless 0,
+    one comes within ``touchdown_height`` of the ground under it (a quadruped's knees), unless
+    ``touchdown_ends_episode`` is off (they are then only the touchdown penalty's); any contact of a body of
+    ``ground_contact_ends`` with the ground ends one too (a quadruped's trunk, as the peers judge a fall: a knee
+    brushing a step is not one). ``tilt_span`` (m), unless 0,
     turns the orientation penalty from the vertical to the plane the ground makes ``tilt_span`` either side of the
     base (a quadruped climbs along a flight; a biped stays upright on it). ``broadphase`` picks MuJoCo
     Warp's pair search (``SimConfig.broadphase``): on a terrain each robot geom is paired with every terrain box."""
@@ -377,6 +385,8 @@ class RoughSpec:
     tilt_ends_episode: bool = True
     touchdown_bodies: tuple[str, ...] = ()
     touchdown_height: float = 0.0
+    touchdown_ends_episode: bool = True
+    ground_contact_ends: tuple[str, ...] = ()
     tilt_span: float = 0.0
     broadphase: str | None = None
 

@@ -1,0 +1,37 @@
+"""Contact sensors that count a body's contacts with the ground.
+
+A termination that asks "is the trunk on the ground" could guess from heights (the body's lowest points against the
+height map), but on stairs of boxes the map ramps where the scene has a wall (ADR 16), and a box's face can rest on a
+step's nose with every corner clear. MuJoCo's own contact sensor counts what the collision stage found, and both
+engines fill it in their sensor stage: a term reads it as it reads any other sensor, inside the captured step.
+"""
+
+from __future__ import annotations
+
+import mujoco
+
+WORLD = "world"  # every scene's ground (plane, height fields, boxes) hangs off the world body
+_FOUND = 1  # the sensor's data: the number of matching contacts (MuJoCo's ``data="found"``)
+
+
+def ground_contact_sensor(body: str) -> str:
+    """The name of the sensor that counts ``body``'s contacts with the ground."""
+    return f"{body}_ground_contacts"
+
+
+def add_ground_contact_sensors(spec: mujoco.MjSpec, bodies: tuple[str, ...]) -> None:
+    """A sensor per body of ``bodies``: how many contacts its geoms make with the world body's geoms. The robots'
+    geoms never collide with one another in these scenes, so those are the ground's."""
+    for body in bodies:
+        if spec.body(body) is None:
+            raise ValueError(f"no body named {body!r} for a ground contact sensor")
+        sensor = spec.add_sensor(
+            name=ground_contact_sensor(body),
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_BODY,
+            objname=body,
+            reftype=mujoco.mjtObj.mjOBJ_BODY,
+            refname=WORLD,
+        )
+        sensor.intprm[0] = _FOUND
+        sensor.intprm[2] = 1  # one slot: the count alone

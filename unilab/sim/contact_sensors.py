@@ -4,6 +4,8 @@ A termination that asks "is the trunk on the ground" could guess from heights (t
 height map), but on stairs of boxes the map ramps where the scene has a wall (ADR 16), and a box's face can rest on a
 step's nose with every corner clear. MuJoCo's own contact sensor counts what the collision stage found, and both
 engines fill it in their sensor stage: a term reads it as it reads any other sensor, inside the captured step.
+The count is the control step's (its last substep's collisions); a world just reset carries none that means
+anything until it has stepped, so only terms that judge a step (terminations, rewards) read it.
 """
 
 from __future__ import annotations

@@ -480,6 +480,14 @@ def test_the_trunk_on_the_ground_ends_an_episode_and_a_kneeling_go1_walks_on(sim
     assert knee_rule_fired
 
 
+def test_a_go1_trained_under_the_trunk_rule_is_judged_under_it(tmp_path: Path) -> None:
+    config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "task.falls=trunk", "algo.max_iterations=2")
+    assert run(compose_config(config)).status == "completed"
+    argv = ["--checkpoint", str(tmp_path / "run" / "model_2.pt"), "--num-envs", "20", "--episode-s", "0.2"]
+    pit = eval_main([*argv, "--suite", "stairs_down"])
+    assert list(pit["ended_by"]) == ["ground_contact", "diverged"]  # the knee rule is not the checkpoint's
+
+
 @pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])
 def test_the_random_surface_is_scaled_to_the_robot(task: str, top: float, step: float) -> None:
     # On the top row the surface's heights take every multiple of its step up to its top, and no more.

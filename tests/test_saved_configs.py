@@ -10,6 +10,7 @@ from test_eval import tiny_run  # noqa: F401  (the fixture)
 
 from unilab.apps import eval as eval_cli
 from unilab.apps import play as play_cli
+from unilab.apps.policy import policy_source
 from unilab.run.checkpoint import load_checkpoint, save_checkpoint
 
 FAST = ["--num-envs", "2", "--episode-s", "0.1"]
@@ -32,14 +33,26 @@ def test_keys_from_another_version_are_left_out(tiny_run: Path, tmp_path: Path) 
     assert result["iteration"] == 3 and result["task"] == "g1_walk_flat"
 
 
+def test_a_checkpoint_is_judged_on_the_task_as_its_knobs_made_it(tiny_run: Path, tmp_path: Path) -> None:  # noqa: F811
+    def noisier(config: dict) -> None:
+        config["task"]["knobs"]["noise_scale"] = 2.0
+
+    source = policy_source(_edited(tiny_run, tmp_path, noisier), None, None)
+    assert source.overrides == {"obs_noise": False, "noise_scale": 2.0}
+    assert policy_source(tiny_run / "model_3.pt", None, None).overrides == {"obs_noise": False}
+    assert policy_source(tiny_run / "model_3.pt", None, "g1_walk_flat_rand").overrides == {"obs_noise": False}
+
+
 @pytest.mark.parametrize("command", ["eval", "play"])
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
         (lambda c: c["algo"].update(num_atoms="many"), "algo.num_atoms is not one this version reads"),
         (lambda c: c["algo"].update(name="td3"), "was trained with algo 'td3', which this version lacks"),
+        (lambda c: c["task"]["knobs"].update(falls="hips"), "task.falls does not apply to task 'g1_walk_flat'"),
+        (lambda c: c["task"]["knobs"].update(noise_scale=1e9), "task.noise_scale must be in [0, 10]"),
     ],
-    ids=["wrong-type", "unknown-algo"],
+    ids=["wrong-type", "unknown-algo", "foreign-knob", "knob-out-of-range"],
 )
 def test_a_stored_config_this_version_cannot_read_is_refused_in_one_line(
     tiny_run: Path,  # noqa: F811

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import torch
 
 from unilab.apps.args import InputError, unknown_name
+from unilab.apps.compose import check_task_keys
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
@@ -47,7 +48,7 @@ class PolicySource(NamedTuple):
 
 def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) -> PolicySource:
     """The policy file, loaded where it is a checkpoint, with the task to run it on and that task's env overrides
-    (noise off, the run's motion file). The task defaults to the one the policy was trained on: from the
+    (noise off, the run's motion file and task knobs). The task defaults to the one the policy was trained on: from the
     checkpoint's config, or from the metadata ``train`` writes into ``policy.onnx``."""
     if (checkpoint is None) == (onnx is None):
         raise InputError("give exactly one of a checkpoint or an onnx policy")
@@ -61,6 +62,14 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
     if task not in list_tasks():
         raise InputError(unknown_name("task", task, list_tasks()))
     overrides: dict[str, Any] = {"obs_noise": False}
+    if cfg is not None and cfg.task.name == task:
+        # The task as it was trained: its knobs change actions (a reach), physics (buffers, layouts) and what ends an
+        # episode (a fall rule), so a policy judged without them is judged on another task.
+        try:
+            check_task_keys(cfg)
+        except ValueError as exc:
+            raise InputError(f"checkpoint {path}: {exc}") from None
+        overrides.update(cfg.task.knobs)
     if saved_task.get("name") == task and saved_task.get("motion_file"):
         try:
             motion_files(saved_task["motion_file"])

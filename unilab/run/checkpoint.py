@@ -145,8 +145,9 @@ def saved_config(ckpt: dict[str, Any], path: Path) -> TrainConfig:
 
 
 def _known(saved: Any, schema: Any) -> Any:
-    """``saved`` with only the keys ``schema`` has, at every depth."""
-    if not isinstance(saved, dict) or not isinstance(schema, dict):
+    """``saved`` with only the keys ``schema`` has, at every depth; a mapping the schema leaves open (empty there: a
+    task's knobs, its reward weights) is kept whole, for its task to check."""
+    if not isinstance(saved, dict) or not isinstance(schema, dict) or not schema:
         return saved
     return {key: _known(value, schema[key]) for key, value in saved.items() if key in schema}
 

@@ -52,6 +52,7 @@ from unilab.tasks.registry import build_env, make_task
 from unilab.train.loop import IterationTimer, Lap, LogPoint, NonFiniteValueError, Trainer
 from unilab.train.off_policy import OffPolicyTrainer
 from unilab.train.on_policy import OnPolicyTrainer
+from unilab.train.prewarm import UpdatePrewarm
 
 if TYPE_CHECKING:  # viser loads only for a run that serves a page
     from unilab.viewer.stream import TrainingStream
@@ -125,7 +126,8 @@ class TrainingRun:
             check_port(LOOPBACK, cfg.training.viewer_port)
         ckpt = load_resume(cfg)
         task = make_task(cfg.task.name, **task_overrides(cfg))
-        check_memory(cfg, task_layout(task), device, world)
+        layout = task_layout(task)
+        check_memory(cfg, layout, device, world)
         world.start(torch.device(device), cfg.training.dist_timeout_s)
         clock.device = torch.device(device)
         try:
@@ -133,6 +135,9 @@ class TrainingRun:
         except BaseException:
             world.close()
             raise
+        # Alone on its device, an off-policy run's update compiles in a side process meanwhile (unilab.train.prewarm).
+        alone = world.size == 1 and not cfg.algo.on_policy
+        prewarm = UpdatePrewarm.start(cfg.algo, layout.spec(cfg.algo.num_envs, torch.device(device))) if alone else None
         try:
             clock.mark("checks")
             if world.leader:
@@ -145,10 +150,15 @@ class TrainingRun:
                 announce("train", f"building the {cfg.algo.name} trainer{captured}")
             trainer = (OnPolicyTrainer if cfg.algo.on_policy else OffPolicyTrainer)(env, cfg.algo, world)
             clock.mark("trainer_build", parts=trainer.runner.startup)
+            if prewarm is not None:
+                prewarm.wait()
+                clock.mark("update_prewarm")
             if ckpt is not None:
                 _resume(trainer, ckpt, cfg.algo.resume)
             record = _record(cfg, world)
         except BaseException:
+            if prewarm is not None:
+                prewarm.stop()
             claim.release()
             world.close()
             raise

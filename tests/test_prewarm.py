@@ -1,0 +1,99 @@
+"""``unilab.train.prewarm``: the side process runs an update block on zeros laid out as the replay's rows, so its
+compile fills the caches with the graphs the run's own first update looks up."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.test_train import for_algo
+from torchrl_ext.replay import DeviceReplay
+from unilab.apps.compose import compose_config
+from unilab.envs.layout import task_layout
+from unilab.envs.runner import EnvRunner
+from unilab.tasks.registry import make_functional_env, make_task
+from unilab.train.off_policy import TRANSITION_KEYS
+from unilab.train.prewarm import UpdatePrewarm, zero_batch
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
+
+
+def _algo(name: str, *more: str):
+    return compose_config([f"algo={name}", "task=g1_walk_flat", "sim=mujoco", *for_algo(name, SMALL), *more]).algo
+
+
+def test_the_zero_batch_is_laid_out_as_the_replay_s_rows() -> None:
+    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu")
+    runner = EnvRunner(env, lambda obs: torch.zeros(4, env.action_dim), seed=0)
+    replay = DeviceReplay(16, 4, seed=0, device=torch.device("cpu"))
+    replay.extend(runner.step().select(*TRANSITION_KEYS))
+    real, zeros = replay.sample(8), zero_batch(env.spec(), 8)
+    assert set(zeros.keys(True, True)) == set(real.keys(True, True)) and zeros.batch_size == real.batch_size
+    for key in real.keys(True, True):
+        a, b = real[key], zeros[key]
+        assert (a.shape, a.dtype, a.stride(), a.device) == (b.shape, b.dtype, b.stride(), b.device), key
+        assert not b.any()
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Path) -> None:
+    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu")
+    payload = tmp_path / "payload.pkl"
+    payload.write_bytes(pickle.dumps((_algo(algo), env.spec())))
+    done = subprocess.run(
+        [sys.executable, "-m", "unilab.train.prewarm", str(payload)], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_nothing_is_started_where_the_learner_does_not_compile() -> None:
+    spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
+    assert UpdatePrewarm.start(_algo("sac"), spec) is None  # on the CPU the losses run eagerly
+    assert UpdatePrewarm.start(_algo("sac", "algo.compile=false"), spec) is None
+
+
+FIRST_UPDATE = """
+import json, sys
+from unilab.core.cache_dirs import configure
+configure()
+import pickle, torch
+from torch._dynamo.utils import counters
+from unilab.train.prewarm import UpdatePrewarm, compile_update
+cfg, spec = pickle.loads(open(sys.argv[1], "rb").read())
+if sys.argv[2] == "prewarm":
+    UpdatePrewarm.start(cfg, spec).wait()
+compile_update(cfg, spec)
+print(json.dumps({**counters["inductor"], **counters["aot_autograd"]}))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_after_the_side_process_the_first_update_loads_its_graphs_from_the_caches(algo: str, tmp_path: Path) -> None:
+    """Two fresh cache roots: in one the update compiles alone (every graph a miss), in the other after the side
+    process (every graph a hit in both Inductor's and AOTAutograd's caches)."""
+    spec = task_layout(make_task("g1_walk_flat")).spec(64, torch.device("cuda"))
+    payload = tmp_path / "payload.pkl"
+    payload.write_bytes(pickle.dumps((_algo(algo, "algo.num_envs=64"), spec)))
+    script = tmp_path / "first_update.py"
+    script.write_text(FIRST_UPDATE)
+    counts = {}
+    for mode in ("alone", "prewarm"):
+        env = {**os.environ, "UNILAB_CACHE_DIR": str(tmp_path / mode)}
+        command = [sys.executable, str(script), str(payload), mode]
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        counts[mode] = json.loads(done.stdout.splitlines()[-1])
+    assert counts["alone"].get("fxgraph_cache_miss", 0) > 0 and counts["alone"].get("fxgraph_cache_hit", 0) == 0
+    prewarmed = counts["prewarm"]
+    assert prewarmed.get("fxgraph_cache_hit", 0) > 0 and prewarmed.get("fxgraph_cache_miss", 0) == 0, prewarmed
+    assert prewarmed.get("autograd_cache_hit", 0) > 0 and prewarmed.get("autograd_cache_miss", 0) == 0, prewarmed

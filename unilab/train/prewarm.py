@@ -1,0 +1,102 @@
+"""The off-policy update's first compile, done in a side process while the run builds and warms its env.
+
+On a machine that has not run a workload yet, the first update compiles the losses (AOTAutograd's joint graphs and
+Inductor's kernels: tens of seconds on the H200), after the env's warm-up, which itself spends much of its time
+waiting for Warp's per-model kernels. Both caches are keyed by a graph and its inputs' metadata (shapes, dtypes,
+strides, device), not by their values, so a process that runs the same update on a batch of zeros laid out as the
+replay's rows fills them with the very entries the run looks up: the run's first update then traces its graphs
+(Dynamo, in its own process) and loads the rest from the caches. The side process shares nothing with the run but
+the cache root; it changes none of the run's state, and if it fails the run compiles as it would have.
+
+``python -m unilab.train.prewarm PAYLOAD`` is the side process; ``UpdatePrewarm`` starts and waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict
+
+from torchrl_ext.distributed import ALONE
+from unilab.core.spec import EnvSpec
+from unilab.train.learner import learner_class
+from unilab.train.off_policy import TRANSITION_KEYS
+from unilab.train.settings import OffPolicySettings
+
+
+def zero_batch(spec: EnvSpec, rows: int) -> TensorDict:
+    """``rows`` replay rows of zeros, laid out as ``OffPolicyTrainer`` stores its envs' transitions
+    (``TRANSITION_KEYS``): observations and actions as rows of features, reward and episode flags one a row."""
+    features = {"policy": spec.obs_dims["policy"], "critic": spec.obs_dims["critic"], "action": spec.action_dim}
+    batch = TensorDict({}, batch_size=[rows], device=spec.device)
+    for key in TRANSITION_KEYS:
+        name = key if isinstance(key, str) else key[-1]
+        if name in features:
+            batch.set(key, torch.zeros(rows, features[name], device=spec.device))
+        else:
+            dtype = torch.float32 if name == "reward" else torch.bool
+            batch.set(key, torch.zeros(rows, dtype=dtype, device=spec.device))
+    return batch
+
+
+def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
+    """One update block of a learner built as the run builds its own, on zeros: on CUDA its compiled losses fill the
+    caches."""
+    learner = learner_class(cfg)(spec, cfg, ALONE, acting_copy=cfg.overlap_updates)
+    learner.update(zero_batch(spec, learner.minibatch * cfg.updates_per_step))
+    if spec.device.type == "cuda":
+        torch.cuda.synchronize(spec.device)
+
+
+class UpdatePrewarm:
+    """The side process compiling a run's update; ``wait`` before the run's own first update."""
+
+    def __init__(self, process: subprocess.Popen, payload: Path) -> None:
+        self._process = process
+        self._payload = payload
+
+    @classmethod
+    def start(cls, cfg: OffPolicySettings, spec: EnvSpec) -> UpdatePrewarm | None:
+        """The side process for ``cfg``'s learner on envs of ``spec``, where the learner compiles (on CUDA, with
+        ``algo.compile``); None elsewhere. It inherits the environment, so it shares the run's cache root."""
+        if not (cfg.compile and spec.device.type == "cuda"):
+            return None
+        handle, name = tempfile.mkstemp(prefix="unilab-prewarm-", suffix=".pkl")
+        with os.fdopen(handle, "wb") as file:
+            pickle.dump((cfg, spec), file)
+        command = [sys.executable, "-m", "unilab.train.prewarm", name]
+        # Quiet: the run's own first update reports what compiled; a failure here costs the run nothing.
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return cls(process, Path(name))
+
+    def wait(self) -> float:
+        """Seconds waited for the side process to end."""
+        began = time.perf_counter()
+        try:
+            self._process.wait()
+        finally:
+            self._payload.unlink(missing_ok=True)
+        return time.perf_counter() - began
+
+    def stop(self) -> None:
+        """End the side process early (the run failed before its first update)."""
+        self._process.kill()
+        self.wait()
+
+
+def main(argv: list[str]) -> None:
+    payload = Path(argv[0])
+    with payload.open("rb") as file:
+        cfg, spec = pickle.load(file)  # written by UpdatePrewarm.start of this user's run, a moment ago
+    compile_update(cfg, spec)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

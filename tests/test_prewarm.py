@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.test_train import for_algo
+from tests.test_train import for_algo, tiny
 from torchrl_ext.replay import DeviceReplay
 from unilab.apps.compose import compose_config
+from unilab.apps.train import run
 from unilab.envs.layout import task_layout
 from unilab.envs.runner import EnvRunner
 from unilab.tasks.registry import make_functional_env, make_task
@@ -52,6 +53,39 @@ def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Pat
         [sys.executable, "-m", "unilab.train.prewarm", str(payload)], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_side_process_past_its_limit_is_ended(tmp_path: Path) -> None:
+    payload = tmp_path / "payload.pkl"
+    payload.write_bytes(b"")
+    stuck = UpdatePrewarm(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]), payload)
+    assert stuck.wait(limit_s=0.5) < 10.0 and not payload.exists()
+
+
+@pytest.mark.parametrize(("algo", "started"), [("sac", True), ("ppo", False)])
+def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
+    algo: str, started: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+
+    class Side:
+        def wait(self) -> float:
+            calls.append("wait")
+            return 0.0
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+    monkeypatch.setattr("unilab.run.training_run.UpdatePrewarm.start", lambda cfg, spec: calls.append(spec) or Side())
+    summary = run(compose_config(tiny(tmp_path, "mujoco", f"algo={algo}", "algo.max_iterations=2")))
+    assert summary.status == "completed"
+    startup = json.loads((tmp_path / "run" / "run_summary.json").read_text())["startup_sec"]
+    if started:  # with the envs' spec, waited for once, between the trainer's build and the first iteration
+        assert calls[0].num_envs == 4 and calls[1:] == ["wait"]
+        phases = list(startup)
+        assert phases.index("trainer_build") < phases.index("update_prewarm") < phases.index("prefill")
+    else:
+        assert calls == [] and "update_prewarm" not in startup
 
 
 def test_nothing_is_started_where_the_learner_does_not_compile() -> None:

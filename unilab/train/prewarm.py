@@ -55,6 +55,11 @@ def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
         torch.cuda.synchronize(spec.device)
 
 
+# Longer than any compile of an update measured (FlashSAC's, cold, about a minute on the H200): a side process past it
+# is stuck, and the run is better off compiling its update itself.
+LIMIT_S = 600.0
+
+
 class UpdatePrewarm:
     """The side process compiling a run's update; ``wait`` before the run's own first update."""
 
@@ -76,10 +81,13 @@ class UpdatePrewarm:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return cls(process, Path(name))
 
-    def wait(self) -> float:
-        """Seconds waited for the side process to end."""
+    def wait(self, limit_s: float = LIMIT_S) -> float:
+        """Seconds waited for the side process to end; past ``limit_s`` it is ended, and the run compiles alone."""
         began = time.perf_counter()
         try:
+            self._process.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
             self._process.wait()
         finally:
             self._payload.unlink(missing_ok=True)
@@ -88,7 +96,7 @@ class UpdatePrewarm:
     def stop(self) -> None:
         """End the side process early (the run failed before its first update)."""
         self._process.kill()
-        self.wait()
+        self.wait(limit_s=0.0)
 
 
 def main(argv: list[str]) -> None:

@@ -197,6 +197,9 @@ def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path
     main(["--onnx", str(tiny_run / "policy.onnx"), "--out", str(tmp_path), *common])
     from_onnx = _check_summary(tmp_path / summary_name("policy.onnx"), "onnx")
     assert from_onnx["lin_vel_error"] == pytest.approx(from_ckpt["lin_vel_error"], abs=1e-3)
+    from torchrl_ext.export import read_metadata
+
+    assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == "{}"  # the run's knobs (none given), as JSON
 
 
 def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> None:

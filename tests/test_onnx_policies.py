@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from unilab.apps.eval import main
+from unilab.apps.policy import policy_source
 
 OBS, ACT = 100, 29  # g1_walk_flat's policy observation and action widths
 FAST = ["--task", "g1_walk_flat", "--num-envs", "2", "--episode-s", "0.1"]
@@ -87,3 +88,37 @@ def test_an_onnx_policy_giving_nan_is_counted_and_fails_the_verdict(tmp_path: Pa
 def test_a_finite_onnx_policy_counts_none(tmp_path: Path) -> None:
     result = main(["--onnx", str(_policy(tmp_path / "policy.onnx")), *FAST])
     assert result["nonfinite_actions"] == 0
+
+
+def _with_task(path: Path, knobs: str) -> Path:
+    model = onnx.load(path)
+    for key, value in {"task": "g1_walk_flat", "motion_file": "", "task_knobs": knobs}.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(model, path)
+    return path
+
+
+def test_an_onnx_policy_runs_on_the_task_its_knobs_made(tmp_path: Path) -> None:
+    path = _with_task(_policy(tmp_path / "policy.onnx"), json.dumps({"noise_scale": 2.0}))
+    assert policy_source(None, path, None).overrides == {"obs_noise": False, "noise_scale": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ("{not json", "its task_knobs metadata is not a JSON object"),
+        ("[1, 2]", "its task_knobs metadata is not a JSON object"),
+        ('{"falls": "trunk"}', "task.falls does not apply to task 'g1_walk_flat'"),
+        ('{"noise_scale": 1e9}', "task.noise_scale must be in [0, 10]"),
+    ],
+    ids=["not-json", "not-an-object", "foreign-knob", "out-of-range"],
+)
+def test_an_onnx_policy_s_hostile_task_knobs_are_one_line(
+    knobs: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = _with_task(_policy(tmp_path / "policy.onnx"), knobs)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--onnx", str(path), "--num-envs", "2", "--episode-s", "0.1"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and message in err, err

@@ -220,8 +220,18 @@ def check_task_keys(cfg: TrainConfig) -> None:
             f"task.{stray[0]} does not apply to task {cfg.task.name!r}; its task keys are {', '.join(own)}"
         )
     check_reward_weights(cfg.task.name, cfg.task.reward_weights, key="task.reward_weights")
-    ranges = knob_ranges(cfg.task.name)
-    for knob, value in cfg.task.knobs.items():
+    check_knobs(cfg.task.name, cfg.task.knobs)
+
+
+def check_knobs(name: str, values: dict[str, object]) -> None:
+    """Knobs of task ``name`` given as ``values`` (from a command line, a checkpoint or a policy file's metadata):
+    each one the task takes, of its default's type and within its declared range; one line naming the first that is
+    not."""
+    knobs = task_knobs(name)
+    ranges = knob_ranges(name)
+    for knob, value in values.items():
+        if knob not in knobs:
+            raise ValueError(f"task.{knob} does not apply to task {name!r}; its knobs are {', '.join(knobs)}")
         if not _fits(knobs[knob], value):
             raise ValueError(f"task.{knob} must be of the type of its default, {knobs[knob]!r}; got {value!r}")
         if knob in ranges:

@@ -7,6 +7,7 @@ cannot run the same way: a missing or unreadable file, or one trained for an env
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 import torch
 
 from unilab.apps.args import InputError, unknown_name
-from unilab.apps.compose import check_task_keys
+from unilab.apps.compose import check_knobs
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
 from unilab.motion import MotionFileError, motion_files
@@ -62,14 +63,15 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
     if task not in list_tasks():
         raise InputError(unknown_name("task", task, list_tasks()))
     overrides: dict[str, Any] = {"obs_noise": False}
-    if cfg is not None and cfg.task.name == task:
+    if saved_task.get("name") == task:
         # The task as it was trained: its knobs change actions (a reach), physics (buffers, layouts) and what ends an
         # episode (a fall rule), so a policy judged without them is judged on another task.
+        knobs = saved_task.get("knobs") or {}
         try:
-            check_task_keys(cfg)
+            check_knobs(task, knobs)
         except ValueError as exc:
-            raise InputError(f"checkpoint {path}: {exc}") from None
-        overrides.update(cfg.task.knobs)
+            raise InputError(f"{path}: {exc}") from None
+        overrides.update(knobs)
     if saved_task.get("name") == task and saved_task.get("motion_file"):
         try:
             motion_files(saved_task["motion_file"])
@@ -179,4 +181,10 @@ def onnx_task(path: Path) -> dict | None:
         raise InputError(f"cannot read onnx policy {path}: {type(exc).__name__}: {exc}") from exc
     if "task" not in metadata:
         return None
-    return {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None}
+    try:
+        knobs = json.loads(metadata.get("task_knobs") or "{}")
+    except ValueError:
+        knobs = None
+    if not isinstance(knobs, dict):
+        raise InputError(f"onnx policy {path}: its task_knobs metadata is not a JSON object")
+    return {"name": metadata["task"], "motion_file": metadata.get("motion_file") or None, "knobs": knobs}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sys
 import time
 from collections import deque
@@ -462,10 +463,12 @@ def _resume(trainer: Trainer, ckpt: dict, path: str) -> None:
 
 
 def run_origin(cfg: TrainConfig, environment: dict[str, Any]) -> dict[str, str]:
-    """Where an exported policy came from, for its metadata: the task (and its motion file), algorithm and commit."""
+    """Where an exported policy came from, for its metadata: the task (its motion file and knobs), algorithm and
+    commit."""
     return {
         "task": cfg.task.name,
         "algo": cfg.algo.name,
         "commit": str(environment.get("git_commit")),
         "motion_file": cfg.task.motion_file or "",
+        "task_knobs": json.dumps(cfg.task.knobs, sort_keys=True),
     }

@@ -95,7 +95,7 @@ class Census:
             if self.down and fired.any():
                 out.append(f"    {self.after(first)}")
         if self.down:
-            down = int(torch.stack([self.bodies[name] >= 0 for name in self.down]).any(0).sum())
+            down = int(self.down_touched().sum())
             out.append(
                 f"  {' or '.join(self.down)} touched the terrain in {down} episodes: a rule on their contact's falls"
             )
@@ -111,20 +111,24 @@ class Census:
             )
         return out
 
+    def down_touched(self) -> torch.Tensor:
+        """Per env, whether a body of ``down`` touched the terrain in its episode."""
+        return torch.stack([self.bodies[name] >= 0 for name in self.down]).any(0)
+
     def after(self, first: torch.Tensor) -> str:
         """What became of the episodes a judged term would have ended at step ``first`` (per env, -1: never): a fall
         would show as a body of ``down`` on the ground or an ending by the env's own terms; a robot that was not down
         walks on to the time limit or off its tile."""
         rest = first >= 0
-        trunk_down = rest & torch.stack([self.bodies[name] >= 0 for name in self.down]).any(0)
-        rest &= ~trunk_down
+        down = rest & self.down_touched()
+        rest &= ~down
         ended_later = rest & self.terminated
         rest &= ~self.terminated
         walked_on = rest & (self.ended >= 0)
         return (
-            f"of those, {' or '.join(self.down)} touched the terrain in {int(trunk_down.sum())}; the env's other "
-            f"terms ended "
-            f"{int(ended_later.sum())}; {int(walked_on.sum())} walked on to the time limit or off their tile; "
+            f"of those, {' or '.join(self.down)} touched the terrain in {int(down.sum())}; "
+            f"the env's other terms ended {int(ended_later.sum())}; "
+            f"{int(walked_on.sum())} walked on to the time limit or off their tile; "
             f"{int((rest & (self.ended < 0)).sum())} were still going when the census stopped"
         )
 

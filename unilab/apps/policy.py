@@ -72,12 +72,12 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
         overrides.update(knobs)
-    if saved_task.get("name") == task and saved_task.get("motion_file"):
-        try:
-            motion_files(saved_task["motion_file"])
-        except FileNotFoundError as exc:
-            raise InputError(f"the motion the policy was trained on is gone: {exc}") from None
-        overrides["motion_file"] = saved_task["motion_file"]
+        if saved_task.get("motion_file"):
+            try:
+                motion_files(saved_task["motion_file"])
+            except FileNotFoundError as exc:
+                raise InputError(f"the motion the policy was trained on is gone: {exc}") from None
+            overrides["motion_file"] = saved_task["motion_file"]
     return PolicySource(path, ckpt, cfg, task, overrides)
 
 

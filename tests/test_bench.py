@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from test_train import for_algo
 
-from unilab.apps import bench
+from unilab.apps import bench, cli
 
 TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
@@ -78,6 +79,19 @@ def test_the_rough_ppo_workload_trains_the_rough_walk(monkeypatch: pytest.Monkey
     bench.bench_train(["ppo_rough"], 1, "mujoco", [], tmp_path)
     (command,) = commands
     assert command[command.index("--algo") + 1] == "ppo" and command[command.index("--task") + 1] == "g1_walk_rough"
+
+
+def test_train_bench_starts_each_run_through_the_train_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The console command places the caches (Python's bytecode among them) before the stack loads; a run started
+    past it would import from source every time and time a start-up no user sees."""
+    commands, started = [], []
+    monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
+    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path)
+    ((python, flag, code, *_),) = commands
+    assert (python, flag) == (sys.executable, "-c")
+    monkeypatch.setattr(cli, "train", lambda: started.append(True))
+    exec(code, {})
+    assert started == [True]
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,7 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
             command = [
                 sys.executable,
                 "-c",
-                "from unilab.apps.train import main; main()",
+                "from unilab.apps.cli import train; train()",
                 *CANONICAL_WORKLOADS[name],
                 "--sim",
                 sim,

@@ -2,15 +2,15 @@
 robots touch the terrain with, and whether a fall rule agrees with it.
 
 A termination that stands in for a fall (a knee near the ground, say) is judged by what it ends: robots that are down,
-or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU,
-with the terms named by ``--without`` switched off, so the episodes go on where those terms would have ended them.
-After every step it evaluates those terms by hand on the state and asks MuJoCo's collision detection, on each env's
-pose, which of the robot's bodies other than its feet touch the terrain. It prints, over the envs, how many episodes
-each term would have ended and each body touched the ground in, how many of the term's endings came with a body on
-the ground at that step, what became of those episodes (the trunk on the ground, the peers' fall for a quadruped;
-another term's ending; walking on to the time limit or off the tile), and, where the ground under the robot slopes,
-how far its trunk tilts from the vertical against the ground's slope: whether it climbs along a flight or holds
-itself level.
+or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU, with
+the terms named by ``--without`` (by default the fall rule the run trained under) switched off, so the episodes go on
+where those terms would have ended them. After every step it evaluates those terms by hand on the state and asks
+MuJoCo's collision detection, on each env's pose, which of the robot's bodies other than its feet touch the terrain. It
+prints, over the envs, how many episodes each term would have ended and each body touched the ground in, how many of the
+term's endings came with a body on the ground at that step, what became of those episodes (the trunk on the ground, the
+peers' fall for a quadruped; another term's ending; walking on to the time limit or off the tile), and, where the ground
+under the robot slopes, how far its trunk tilts from the vertical against the ground's slope: whether it climbs along a
+flight or holds itself level.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def touching(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet:
     return bodies
 
 
+FALL_TERMS = ("touchdown", "ground_contact")  # the knee rule, the trunk rule (``task.falls``)
 SLOPED = 10.0  # degrees: ground this steep is a flight or a slope, where a quadruped's trunk may follow the ground
 SLOPE_SPAN = 0.3  # m either side of the base: two of the stairs' treads (``ground_normal``)
 
@@ -204,12 +205,20 @@ def _angles(result: Census, state, env: FunctionalEnv, ground: HeightMap, runnin
     result.tilt_sum += float(tilt[sloped].sum())
 
 
+def fall_terms(terminations: Mapping[str, TerminationTerm]) -> list[str]:
+    """The terms that end a walk on terrain as a fall, of those the task has: the knee rule (``touchdown``) or the
+    trunk's contact (``ground_contact``), whichever the checkpoint's run trained under."""
+    return [name for name in FALL_TERMS if name in terminations]
+
+
 def main(argv: list[str] | None = None) -> Census:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--suite", required=True, help="a terrain suite (stairs_up, stairs_down, slope, rough)")
     parser.add_argument("--row", type=int, default=None, help="the terrain row (default: the hardest)")
-    parser.add_argument("--without", nargs="*", default=["touchdown"], help="termination terms to judge, not apply")
+    parser.add_argument(
+        "--without", nargs="*", default=None, help="termination terms to judge, not apply (default: the fall rule's)"
+    )
     parser.add_argument("--num-envs", type=int, default=100)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
@@ -224,11 +233,12 @@ def main(argv: list[str] | None = None) -> Census:
         parser.error(str(exc))
     if base.terrain is None:
         parser.error(f"{source.task} walks on a flat floor; the census reads a terrain's rows")
-    missing = [name for name in args.without if name not in base.terminations]
+    without = fall_terms(base.terminations) if args.without is None else args.without
+    missing = [name for name in without if name not in base.terminations]
     if missing:
         parser.error(f"{source.task} has no termination {missing[0]!r}; its terms: {', '.join(base.terminations)}")
     overrides["terrain_level"] = base.terrain.rows - 1 if args.row is None else args.row
-    judged = {name: base.terminations[name] for name in args.without}
+    judged = {name: base.terminations[name] for name in without}
     overrides["terminations"] = {k: v for k, v in base.terminations.items() if k not in judged}
     config = task_of(source.task, overrides)
     env = build_env(config, sim="mujoco", num_envs=args.num_envs, device="cpu")

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from scripts.fall_census import Census, census, main
+from scripts.fall_census import Census, census, fall_terms, main
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import build_env, make_task
@@ -79,6 +79,12 @@ def test_the_trunks_tilt_is_set_against_the_slope_of_the_ground_under_it() -> No
     assert "the ground 20.0 degrees" in standing.lines()[-1]
     level = census(env, _pose({}), {}, ".*foot.*", steps=20, ground=HeightMap(torch.zeros(201, 201), 1.0))
     assert level.sloped_steps == 0
+
+
+def test_the_census_judges_the_fall_rule_the_run_trained_under_unless_told() -> None:
+    assert fall_terms(make_task("go1_walk_rough").terminations) == ["touchdown"]
+    assert fall_terms(make_task("go1_walk_rough", falls="trunk").terminations) == ["ground_contact"]
+    assert fall_terms(make_task("g1_walk_rough").terminations) == []
 
 
 def test_a_missing_checkpoint_is_one_line(tmp_path, capsys) -> None:

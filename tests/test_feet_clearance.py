@@ -1,6 +1,6 @@
 """The feet's clearance penalty: a foot pays for its horizontal speed by how far it is from the swing height, counted
 from the highest ground within its reach, and only while the command asks for motion. The rough G1 walk weighs
-it; the flat walks and the Go1's do not."""
+it; the flat walks do not, and the Go1's rough walk only when asked (``task.feet_clearance``)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from unilab.apps.compose import compose_config
+from unilab.core import rng as rnglib
 from unilab.mdp import rewards
 from unilab.mdp.terrain import footprint
 from unilab.robots import g1, go1
 from unilab.tasks.g1_walk_rough.config import ROUGH
 from unilab.tasks.g1_walk_rough.config import WALK as ROUGH_WALK
-from unilab.tasks.registry import make_task
+from unilab.tasks.go1_walk_rough.config import ROUGH as GO1_ROUGH
+from unilab.tasks.registry import make_functional_env, make_task
 from unilab.terrain.heightmap import HeightMap
 
 TARGET = 0.09
@@ -104,6 +107,47 @@ def test_the_rough_g1_walk_weighs_the_clearance_and_no_other_walk_does() -> None
     assert make_task("g1_walk_rough").rewards.keys() - make_task("g1_walk_flat_rand").rewards.keys() == {
         "penalty_feet_clearance"
     }
+
+
+def test_the_go1_s_rough_walk_weighs_the_clearance_when_asked() -> None:
+    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=-2"])
+    task = make_task("go1_walk_rough", **cfg.task.knobs)
+    term = task.rewards["penalty_feet_clearance"]
+    assert term.func is rewards.feet_clearance_by_speed and term.weight == -2.0 and term.curriculum_scaled
+    params = term.params
+    assert params["target_height"] == 0.08 == task.rewards["feet_phase"].params["swing_height"]
+    assert params["foot_linvel_sensors"] == go1.ROBOT.foot_linvel_sensors and params["deadzone"] == 0.1
+    assert params["ground"] is not None and torch.equal(params["around"], footprint(GO1_ROUGH.foot_reach))
+    assert list(task.rewards)[-3:] == ["penalty_feet_clearance", "feet_phase", "alive"]
+    with pytest.raises(ValueError, match=r"task.feet_clearance must be in \[-1000, 0\] \(a penalty's weight"):
+        compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=2"])
+
+
+def test_the_go1_s_clearance_adds_its_term_to_the_reward_and_changes_nothing_else() -> None:
+    """The same steps with and without the term, on the top row's stairs: the physics, and so every other term, are
+    the same; the reward differs by the term, which is a cost wherever a foot moves at the wrong height."""
+    envs = [
+        make_functional_env("go1_walk_rough", sim="mujoco", num_envs=4, device="cpu", terrain_level=9, **knobs)
+        for knobs in ({}, {"feet_clearance": -2.0})
+    ]
+    states = [env.reset(rnglib.make_rng(0)) for env in envs]
+    actions = torch.Generator().manual_seed(0)
+    paid = torch.zeros(4)
+    for step in range(6):
+        action = torch.rand(4, envs[0].action_dim, generator=actions) * 2 - 1
+        plain, with_term = (
+            env.step(state, action, rnglib.make_rng(step + 1)) for env, state in zip(envs, states, strict=True)
+        )
+        states = [plain[0], with_term[0]]
+        terms = with_term[1]["reward_terms"]
+        assert torch.equal(plain[0]["sim", "qpos"], with_term[0]["sim", "qpos"])
+        for name, value in plain[1]["reward_terms"].items():
+            assert torch.equal(value, terms[name]), name
+        clearance = terms["penalty_feet_clearance"]
+        torch.testing.assert_close(with_term[1]["next", "reward"], plain[1]["next", "reward"] + clearance)
+        assert (clearance <= 0).all()
+        paid += clearance
+    assert (paid < 0).any()
 
 
 def test_a_walk_cannot_weigh_the_clearance_of_feet_without_velocity_sensors() -> None:

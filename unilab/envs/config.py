@@ -41,9 +41,9 @@ ConstraintRows = Annotated[int, Range(1, 8192, why="constraint rows one world's 
 # How far an action of 1 moves a joint target, as a multiple of the robot's own action scale (``task.action_reach=1``
 # gives the robot's): a policy whose actions are bounded reaches no further than this.
 ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's action scale")]
-# The weight of a penalty on a walk's touchdown bodies (a quadruped's knees) coming near the ground before the rule that
-# ends the episode does (``task.touchdown_penalty=-10``); 0 leaves the term out.
-TouchdownPenalty = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
+# The weight of a penalty term a task leaves out by default (``task.touchdown_penalty=-10``, the Go1's knees coming near
+# the ground; ``task.feet_clearance=-2``, its feet moving away from the swing height); 0 leaves the term out.
+PenaltyWeight = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
 # What ends a quadruped's episode on terrain as a fall (``task.falls=trunk``): ``knees``, a knee within a few
 # centimetres of the ground under it; ``trunk``, the trunk touching the ground (the contact sensor's count).
 FALL_RULES = ("knees", "trunk")

@@ -16,6 +16,7 @@ flight or holds itself level.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,13 +47,16 @@ def feet_geoms(model: mujoco.MjModel, pattern: str) -> frozenset[int]:
     return frozenset(g for g, name in enumerate(names) if re.fullmatch(pattern, name))
 
 
-def touching(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet: frozenset[int]) -> set[int]:
+def touching(
+    model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet: frozenset[int]
+) -> tuple[set[int], bool]:
     """The bodies (ids) with a geom other than ``feet`` that penetrates a geom of the world body (the terrain) at
-    ``qpos``."""
+    ``qpos``, and whether a foot then meets the terrain on a face that stands (a riser: the contact's normal within
+    ``RISER_DEG`` of level), where a foot that should have cleared a step strikes it."""
     data.qpos[:] = qpos
     mujoco.mj_kinematics(model, data)
     mujoco.mj_collision(model, data)
-    bodies = set()
+    bodies, riser = set(), False
     for contact in data.contact[: data.ncon]:
         geoms = (int(contact.geom1), int(contact.geom2))
         a, b = (int(model.geom_bodyid[g]) for g in geoms)
@@ -60,10 +64,15 @@ def touching(model: mujoco.MjModel, data: mujoco.MjData, qpos: np.ndarray, feet:
             robot_geom = geoms[1] if a == 0 else geoms[0]
             if robot_geom not in feet:
                 bodies.add(int(model.geom_bodyid[robot_geom]))
-    return bodies
+            elif abs(contact.frame[2]) < RISER_NORMAL_Z:  # the frame's first row is the normal
+                riser = True
+    return bodies, riser
 
 
 FALL_TERMS = ("touchdown", "ground_contact")  # the knee rule, the trunk rule (``task.falls``)
+RISER_DEG = 30.0  # a foot contact whose normal lies this close to level is against a standing face: a riser
+RISER_NORMAL_Z = math.sin(math.radians(RISER_DEG))
+RISER_LOOKBACK = 25  # control steps (0.5 s): a strike this soon before a fall is counted with the fall
 SLOPED = 10.0  # degrees: ground this steep is a flight or a slope, where a quadruped's trunk may follow the ground
 SLOPE_SPAN = 0.3  # m either side of the base: two of the stairs' treads (``ground_normal``)
 
@@ -80,6 +89,7 @@ class Census:
     term_with_contact: dict[str, torch.Tensor] = field(default_factory=dict)
     ended: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # step (-1: ran on)
     terminated: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))  # by a kept term
+    risers: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.bool))  # (envs, steps)
     sloped_steps: int = 0  # env steps on ground sloping SLOPED degrees or more, and the sums of both angles there
     slope_sum: float = 0.0
     tilt_sum: float = 0.0
@@ -100,6 +110,8 @@ class Census:
             out.append(
                 f"  {' or '.join(self.down)} touched the terrain in {down} episodes: a rule on their contact's falls"
             )
+        if self.risers.numel():
+            out.append(self.riser_line())
         for name, first in sorted(self.bodies.items(), key=lambda item: -int((item[1] >= 0).sum())):
             touched = int((first >= 0).sum())
             if touched:
@@ -111,6 +123,34 @@ class Census:
                 "degrees from the vertical"
             )
         return out
+
+    def riser_line(self) -> str:
+        """In how many episodes a foot struck a riser, how many of the falls (a body of ``down`` on the ground) came
+        within ``RISER_LOOKBACK`` steps after one, and, for scale, the share of all steps before a fall or an episode's
+        end that came that soon after one: falls a strike precedes more often than that may be trips."""
+        falls = self.first_down()
+        recent = self.after_riser()
+        last = torch.where(falls >= 0, falls, torch.where(self.ended >= 0, self.ended, self.steps - 1))
+        lived = torch.arange(self.steps) <= last[:, None]
+        fell = falls >= 0
+        tripped = int(recent[fell, falls[fell]].sum())
+        return (
+            f"  a foot struck a riser (its contact's normal within {RISER_DEG:.0f} degrees of level) in "
+            f"{int(self.risers.any(1).sum())} episodes; {tripped} of the {int(fell.sum())} falls came within "
+            f"{RISER_LOOKBACK} steps after one, as did {100 * float(recent[lived].float().mean()):.0f} % of the steps "
+            "before a fall or the episode's end"
+        )
+
+    def after_riser(self) -> torch.Tensor:
+        """(envs, steps): whether a foot struck a riser at that step or in the ``RISER_LOOKBACK`` steps before it."""
+        strikes = torch.nn.functional.pad(self.risers.long().cumsum(1), (1, 0))  # [:, t + 1]: strikes in steps 0..t
+        t = torch.arange(self.steps)
+        return strikes[:, t + 1] - strikes[:, (t - RISER_LOOKBACK).clamp(min=0)] > 0
+
+    def first_down(self) -> torch.Tensor:
+        """Per env, the first step a body of ``down`` touched the terrain (-1: never)."""
+        firsts = torch.stack([self.bodies[name] for name in self.down])
+        return torch.where(firsts >= 0, firsts, self.steps).min(0).values.masked_fill(~self.down_touched(), -1)
 
     def down_touched(self) -> torch.Tensor:
         """Per env, whether a body of ``down`` touched the terrain in its episode."""
@@ -164,6 +204,7 @@ def census(
         term_with_contact={name: torch.zeros(n, dtype=torch.bool) for name in judged},
         ended=torch.full((n,), -1),
         terminated=torch.zeros(n, dtype=torch.bool),
+        risers=torch.zeros(n, steps, dtype=torch.bool),
     )
     running = torch.ones(n, dtype=torch.bool)
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
@@ -175,7 +216,7 @@ def census(
         if ground is not None:
             _angles(result, state, env, ground, running)
         for i in torch.nonzero(running).flatten().tolist():
-            down = touching(model, data, qpos[i], foot_geoms)
+            down, result.risers[i, step] = touching(model, data, qpos[i], foot_geoms)
             for body in down:
                 if result.bodies[names[body]][i] < 0:
                     result.bodies[names[body]][i] = step

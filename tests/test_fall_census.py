@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import mujoco
+import numpy as np
 import pytest
 import torch
 
-from scripts.fall_census import Census, census, fall_terms, main
+from scripts.fall_census import RISER_LOOKBACK, Census, census, fall_terms, main, touching
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import build_env, make_task
@@ -64,6 +66,65 @@ def test_what_became_of_the_episodes_a_term_would_have_ended() -> None:
         "time limit or off their tile; 1 were still going when the census stopped",
         "  trunk or FR_hip touched the terrain in 2 episodes: a rule on their contact's falls",
     ]
+
+
+STEP = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <geom name="step" type="box" pos="0.3 0 0.05" size="0.1 0.5 0.05"/>
+    <body name="leg">
+      <freejoint/>
+      <geom name="shin" type="capsule" fromto="0 0 0.05 0 0 0.3" size="0.01"/>
+      <geom name="foot" type="sphere" size="0.02"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+UPRIGHT = (1.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("foot", "quat", "down", "riser"),
+    [
+        ((0.0, 0.0, 0.019), UPRIGHT, set(), False),  # on the floor
+        ((0.181, 0.0, 0.05), UPRIGHT, set(), True),  # against the step's face, 1 mm in
+        ((0.3, 0.0, 0.119), UPRIGHT, set(), False),  # on its tread
+        ((0.0, 0.0, 0.09), (math.sqrt(0.5), 0.0, math.sqrt(0.5), 0.0), {1}, False),  # lying on it, the foot in the air
+    ],
+)
+def test_a_foot_against_a_steps_face_is_a_riser_strike_and_one_on_its_tread_is_not(
+    foot: tuple[float, ...], quat: tuple[float, ...], down: set[int], riser: bool
+) -> None:
+    model = mujoco.MjModel.from_xml_string(STEP)
+    qpos = np.array([*foot, *quat])
+    feet = frozenset({mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "foot")})
+    assert touching(model, mujoco.MjData(model), qpos, feet) == (down, riser)
+
+
+def test_a_fall_soon_after_a_riser_strike_is_counted_with_it() -> None:
+    # Four envs of 100 steps: env 0 falls 10 steps after a strike, env 1 falls long after its only strike, env 2
+    # strikes at step 60 and runs to the end, env 3 falls at step 30 without a strike.
+    risers = torch.zeros(4, 100, dtype=torch.bool)
+    risers[0, 40] = risers[1, 5] = risers[2, 60] = True
+    result = Census(
+        steps=100,
+        down=("trunk",),
+        bodies={"trunk": torch.tensor([50, 5 + RISER_LOOKBACK + 10, -1, 30])},
+        ended=torch.tensor([-1, -1, -1, -1]),
+        risers=risers,
+    )
+    assert result.first_down().tolist() == [50, 40, -1, 30]
+    recent = result.after_riser()
+    assert recent[0].nonzero().flatten().tolist() == list(range(40, 40 + RISER_LOOKBACK + 1))
+    # Steps lived: 51 + 41 + 100 + 31 = 223, of which 11 (env 0), 26 (env 1), 26 (env 2) after a strike.
+    assert result.riser_line() == (
+        "  a foot struck a riser (its contact's normal within 30 degrees of level) in 3 episodes; 1 of the 3 falls "
+        f"came within {RISER_LOOKBACK} steps after one, as did {100 * 63 / 223:.0f} % of the steps before a fall or "
+        "the episode's end"
+    )
 
 
 def test_the_trunks_tilt_is_set_against_the_slope_of_the_ground_under_it() -> None:

@@ -150,6 +150,23 @@ def test_the_go1_s_clearance_adds_its_term_to_the_reward_and_changes_nothing_els
     assert (paid < 0).any()
 
 
+@pytest.mark.parametrize(("task", "default"), [("g1_walk_rough", 0.15), ("go1_walk_rough", 0.05)])
+def test_how_far_around_a_foot_the_swing_s_ground_is_sought_is_a_knob(task: str, default: float) -> None:
+    def around(knobs: list[str]) -> dict[str, torch.Tensor]:
+        """The offsets the gait reward and the clearance penalty (the Go1's switched on) look for the ground at."""
+        cfg = compose_config([f"task={task}", "sim=mujoco", *knobs])
+        clearance = {"feet_clearance": -2.0} if task == "go1_walk_rough" else {}
+        made = make_task(task, **{**cfg.task.knobs, **clearance})
+        return {name: made.rewards[name].params["around"] for name in ("feet_phase", "penalty_feet_clearance")}
+
+    for name, offsets in around([]).items():
+        assert torch.equal(offsets, footprint(default)), name
+    for name, offsets in around(["task.foot_reach=0.1"]).items():
+        assert torch.equal(offsets, footprint(0.1)), name
+    with pytest.raises(ValueError, match=r"task.foot_reach must be in \[0, 0.5\] \(metres around a foot"):
+        compose_config([f"task={task}", "sim=mujoco", "task.foot_reach=1"])
+
+
 def test_a_walk_cannot_weigh_the_clearance_of_feet_without_velocity_sensors() -> None:
     blind = dataclasses.replace(g1.ROBOT, foot_linvel_sensors=())
     with pytest.raises(ValueError, match="penalty_feet_clearance needs foot velocity sensors"):

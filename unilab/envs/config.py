@@ -44,6 +44,9 @@ ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's a
 # The weight of a penalty term a task leaves out by default (``task.touchdown_penalty=-10``, the Go1's knees coming near
 # the ground; ``task.feet_clearance=-2``, its feet moving away from the swing height); 0 leaves the term out.
 PenaltyWeight = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
+# How far around a foot (m) a walk on terrain looks for the ground its swing must clear (``task.foot_reach=0.1``): the
+# gait's swing height and the clearance penalty count from the highest ground within it.
+FootReach = Annotated[float, Range(0.0, 0.5, why="metres around a foot")]
 # What ends a quadruped's episode on terrain as a fall (``task.falls=trunk``): ``knees``, a knee within a few
 # centimetres of the ground under it; ``trunk``, the trunk touching the ground (the contact sensor's count).
 FALL_RULES = ("knees", "trunk")

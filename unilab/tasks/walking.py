@@ -399,16 +399,19 @@ class RoughSpec:
         hfield_geoms: str | None,
         layout: str,
         terrain_columns: tuple[str, ...] | None,
+        foot_reach: float,
     ) -> RoughSpec:
         """This spec on ``terrain`` with the knobs every walk on terrain takes from the command line: ``nconmax`` and
         ``njmax`` size the physics buffers; ``broadphase`` picks MuJoCo Warp's pair search (``unilab.sim.BROADPHASES``;
         None: its own choice); ``hfield_geoms`` names the robot geoms that touch the terrain's height fields
         (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
         (``TerrainConfig.layout``); ``terrain_columns`` its columns' types, left to right (``TerrainConfig.types``;
-        None: ``terrain``'s)."""
+        None: ``terrain``'s); ``foot_reach`` how far around a foot the swing's ground is sought."""
         columns = tuple(terrain_columns or terrain.types)
         terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
-        return dataclasses.replace(self, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase)
+        return dataclasses.replace(
+            self, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase, foot_reach=foot_reach
+        )
 
 
 @dataclass(frozen=True)

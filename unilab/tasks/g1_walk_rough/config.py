@@ -11,6 +11,7 @@ import dataclasses
 from unilab.envs.config import (
     ConstraintRows,
     ContactsPerWorld,
+    FootReach,
     NoiseScale,
     PairSearch,
     TaskConfig,
@@ -56,10 +57,11 @@ def make_task(
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
     layout: TerrainLayout = TERRAIN.layout,
     terrain_columns: TerrainColumns = None,
+    foot_reach: FootReach = ROUGH.foot_reach,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
     ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are)."""
-    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns)
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

@@ -18,6 +18,7 @@ from unilab.envs.config import (
     ConstraintRows,
     ContactsPerWorld,
     FallRule,
+    FootReach,
     NoiseScale,
     PairSearch,
     PenaltyWeight,
@@ -60,7 +61,10 @@ TERRAIN = TerrainConfig(
     horizontal_scale=0.05,
     layout="terraced",
 )
-# A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and a swing's forward reach within a step.
+# A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and 2.7 cm beyond, less than a control step of a swing
+# (a trot at 2 Hz keeps each foot down about half the cycle, so a swing moves at about twice the trunk's speed: 4 cm a
+# step at 1 m/s), so the ground a swing must clear rises under the foot at most a step before its toe meets the riser;
+# ``task.foot_reach=0.1`` looks two steps ahead.
 # The knees end an episode 2 cm above the ground. Climbing out of the pit, the calves touched the steps in 38-49 % of
 # the episodes and the knee rule ended 11 % at row 9 (docs/results.md, 3cab5af); its knees bend backwards, so a Go1
 # climbing backwards leads with them into the risers. ``task.touchdown_penalty`` pays for the knees below 4 cm too.
@@ -116,18 +120,19 @@ def make_task(
     touchdown_penalty: PenaltyWeight = 0.0,
     falls: FallRule = "knees",
     feet_clearance: PenaltyWeight = 0.0,
+    foot_reach: FootReach = ROUGH.foot_reach,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
-    ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
-    ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
-    ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are); ``action_reach``
-    multiplies the Go1's action scale (``ACTION_REACH`` says why); ``tilt_span`` is how far either side of the trunk
-    the orientation penalty fits the ground's plane (``TILT_SPAN`` says why; 0: the vertical); ``touchdown_penalty``,
-    unless 0, weights a penalty on the knees coming within twice ``KNEE_CLEARANCE`` of the ground (``KNEES`` says
-    why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` says why there are two); ``feet_clearance``,
-    unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the swing height (the comment
-    below says why)."""
-    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns)
+    ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them. ``noise_scale``
+    multiplies the observation noise, the scan's included; the terrain's knobs are ``RoughSpec.with_knobs``'s
+    (``ROUGH``'s comment says why the buffers are what they are, ``foot_reach``'s above it why the Go1's is 5 cm);
+    ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why); ``tilt_span`` is how far either side
+    of the trunk the orientation penalty fits the ground's plane (``TILT_SPAN`` says why; 0: the vertical);
+    ``touchdown_penalty``, unless 0, weights a penalty on the knees coming within twice ``KNEE_CLEARANCE`` of the ground
+    (``KNEES`` says why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` says why there are two);
+    ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the swing height
+    (the comment below says why)."""
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
     rough = dataclasses.replace(rough, tilt_span=tilt_span)
     if falls == "trunk":
         rough = dataclasses.replace(rough, touchdown_ends_episode=False, ground_contact_ends=TRUNK_FALLS)

@@ -15,7 +15,9 @@ import torch
 from tensordict import TensorDict
 
 from unilab.apps.compose import compose_config
+from unilab.context import RobotConfig
 from unilab.core import rng as rnglib
+from unilab.envs.config import TaskConfig
 from unilab.mdp import rewards
 from unilab.mdp.terrain import footprint
 from unilab.robots import g1, go1
@@ -92,14 +94,20 @@ def test_on_a_step_the_height_counts_from_the_highest_ground_within_the_feets_re
     assert _cost([0.3, 0.0, 0.21], velocity, WALK, ground, reach=0.15) == pytest.approx(0.0, abs=1e-6)
 
 
-def test_the_rough_g1_walk_weighs_the_clearance_and_no_other_walk_does() -> None:
-    rough = make_task("g1_walk_rough")
-    term = rough.rewards["penalty_feet_clearance"]
+def _check_clearance_term(task: TaskConfig, swing: float, robot: RobotConfig, deadzone: float, reach: float) -> None:
+    """The clearance penalty at weight -2, scaled by the penalty curriculum, asking the gait reward's swing height of
+    ``robot``'s feet, over ``deadzone``, from the highest ground within ``reach`` of a foot."""
+    term = task.rewards["penalty_feet_clearance"]
     assert term.func is rewards.feet_clearance_by_speed and term.weight == -2.0 and term.curriculum_scaled
     params = term.params
-    assert params["target_height"] == 0.09 == rough.rewards["feet_phase"].params["swing_height"]
-    assert params["foot_linvel_sensors"] == g1.ROBOT.foot_linvel_sensors and params["deadzone"] == 0.2
-    assert params["ground"] is not None and torch.equal(params["around"], footprint(ROUGH.foot_reach))
+    assert params["target_height"] == swing == task.rewards["feet_phase"].params["swing_height"]
+    assert params["foot_linvel_sensors"] == robot.foot_linvel_sensors and params["deadzone"] == deadzone
+    assert params["ground"] is not None and torch.equal(params["around"], footprint(reach))
+
+
+def test_the_rough_g1_walk_weighs_the_clearance_and_no_other_walk_does() -> None:
+    rough = make_task("g1_walk_rough")
+    _check_clearance_term(rough, 0.09, g1.ROBOT, 0.2, ROUGH.foot_reach)
     # the penalties first, the gait and alive after: the order the rewards are summed in
     assert list(rough.rewards)[-4:] == ["penalty_feet_ori", "penalty_feet_clearance", "feet_phase", "alive"]
     for task in ("g1_walk_flat", "g1_walk_flat_rand", "go1_walk_flat", "go1_walk_rough"):
@@ -112,12 +120,7 @@ def test_the_rough_g1_walk_weighs_the_clearance_and_no_other_walk_does() -> None
 def test_the_go1_s_rough_walk_weighs_the_clearance_when_asked() -> None:
     cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=-2"])
     task = make_task("go1_walk_rough", **cfg.task.knobs)
-    term = task.rewards["penalty_feet_clearance"]
-    assert term.func is rewards.feet_clearance_by_speed and term.weight == -2.0 and term.curriculum_scaled
-    params = term.params
-    assert params["target_height"] == 0.08 == task.rewards["feet_phase"].params["swing_height"]
-    assert params["foot_linvel_sensors"] == go1.ROBOT.foot_linvel_sensors and params["deadzone"] == 0.1
-    assert params["ground"] is not None and torch.equal(params["around"], footprint(GO1_ROUGH.foot_reach))
+    _check_clearance_term(task, 0.08, go1.ROBOT, 0.1, GO1_ROUGH.foot_reach)
     assert list(task.rewards)[-3:] == ["penalty_feet_clearance", "feet_phase", "alive"]
     with pytest.raises(ValueError, match=r"task.feet_clearance must be in \[-1000, 0\] \(a penalty's weight"):
         compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=2"])

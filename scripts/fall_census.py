@@ -150,7 +150,8 @@ class Census:
     def first_down(self) -> torch.Tensor:
         """Per env, the first step a body of ``down`` touched the terrain (-1: never)."""
         firsts = torch.stack([self.bodies[name] for name in self.down])
-        return torch.where(firsts >= 0, firsts, self.steps).min(0).values.masked_fill(~self.down_touched(), -1)
+        earliest = torch.where(firsts >= 0, firsts, self.steps).min(0).values
+        return torch.where(earliest < self.steps, earliest, -1)
 
     def down_touched(self) -> torch.Tensor:
         """Per env, whether a body of ``down`` touched the terrain in its episode."""

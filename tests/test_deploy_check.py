@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from tests.deploy_policies import export_tiny
 from unilab.apps.deploy import main
@@ -27,7 +28,8 @@ from unilab.apps.policy import onnx_policy
 from unilab.core.rng import make_rng
 from unilab.deploy import Policy
 from unilab.deploy.check import load_scene, run
-from unilab.deploy.episodes import Conditions, EpisodeStart
+from unilab.deploy.episodes import Conditions, Ends, EpisodeStart
+from unilab.deploy.mujoco_robot import MujocoRobot
 from unilab.envs.functional import FunctionalEnv
 from unilab.tasks.randomization import Randomization
 
@@ -87,6 +89,30 @@ def test_the_check_agrees_with_eval_on_the_terrain(tmp_path: Path) -> None:
     env = export_tiny("g1_walk_rough", path, weight_std=0.05, **quiet)
     evaluated = score(env, rollout(env, onnx_policy(path, env, "g1_walk_rough"), SEED))
     _agree(_check(path, env, seconds), evaluated)
+
+
+def test_the_check_ends_an_episode_where_the_go1_s_trunk_touches_the_ground(tmp_path: Path) -> None:
+    """The Go1's rough walk ends a fall on its trunk's or a hip's contact with the ground: the check finds it among C
+    MuJoCo's contacts where the env counts it with sensors. One Go1 stands on row 0's level ground, the other lies on
+    its back (trunk and hips 5 mm into the ground, legs in the air); both envs and both checked robots hold the default
+    pose for a control step."""
+    path = tmp_path / "policy.onnx"
+    env = export_tiny("go1_walk_rough", path, num_envs=2, terrain_level=0, randomization=Randomization())
+    check = Policy(path).metadata.check
+    assert [t.kind for t in check.terminations] == ["ground_contact", "off_terrain"]
+    assert check.terminations[0].bodies == ("trunk", "FR_hip", "FL_hip", "RR_hip", "RL_hip")
+    policy = Policy(path)
+    robot = MujocoRobot(load_scene(policy), policy.metadata)
+    state = env.reset(make_rng(0))
+    x, y = state["sim", "qpos"][1, :2].double().numpy()
+    on_back = robot.ground_height(np.array([x]), np.array([y]))[0] + 0.045
+    state["sim", "qpos"][1, 2:7] = torch.tensor([on_back, 0.0, 1.0, 0.0, 0.0])
+    _, transition = env.step(state, torch.zeros(2, env.action_dim), make_rng(1))
+    assert transition["next", "terminated"].reshape(-1).tolist() == [False, True]
+    for i, fallen in enumerate((False, True)):
+        robot.reset(state["sim", "qpos"][i].double().numpy(), np.zeros(robot.model.nv))
+        robot.advance(policy.control_dt)
+        assert Ends(check, robot)() == (fallen, False)
 
 
 def test_deploy_check_writes_its_summary_and_judges_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

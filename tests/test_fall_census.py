@@ -24,7 +24,7 @@ def _pose(bend: dict[str, float]):
 
 
 def test_a_standing_go1_touches_with_its_feet_alone_and_a_kneeling_one_with_its_knees() -> None:
-    task = make_task("go1_walk_rough", terrain_level=0, randomization=Randomization())  # row 0: level ground
+    task = make_task("go1_walk_rough", terrain_level=0, randomization=Randomization(), falls="knees")  # row 0: level
     judged = {"touchdown": task.terminations["touchdown"]}
     kept = {name: term for name, term in task.terminations.items() if name not in judged}
     env = build_env(dataclasses.replace(task, terminations=kept), sim="mujoco", num_envs=3, device="cpu")
@@ -143,8 +143,8 @@ def test_the_trunks_tilt_is_set_against_the_slope_of_the_ground_under_it() -> No
 
 
 def test_the_census_judges_the_fall_rule_the_run_trained_under_unless_told() -> None:
-    assert fall_terms(make_task("go1_walk_rough").terminations) == ["touchdown"]
-    assert fall_terms(make_task("go1_walk_rough", falls="trunk").terminations) == ["ground_contact"]
+    assert fall_terms(make_task("go1_walk_rough").terminations) == ["ground_contact"]
+    assert fall_terms(make_task("go1_walk_rough", falls="knees").terminations) == ["touchdown"]
     assert fall_terms(make_task("g1_walk_rough").terminations) == []
 
 

@@ -1,6 +1,6 @@
 """The feet's clearance penalty: a foot pays for its horizontal speed by how far it is from the swing height, counted
-from the highest ground within its reach, and only while the command asks for motion. The rough G1 walk weighs
-it; the flat walks do not, and the Go1's rough walk only when asked (``task.feet_clearance``)."""
+from the highest ground within its reach, and only while the command asks for motion. Both rough walks weigh it
+(the Go1's unless ``task.feet_clearance=0``); the flat walks do not."""
 
 from __future__ import annotations
 
@@ -105,23 +105,24 @@ def _check_clearance_term(task: TaskConfig, swing: float, robot: RobotConfig, de
     assert params["ground"] is not None and torch.equal(params["around"], footprint(reach))
 
 
-def test_the_rough_g1_walk_weighs_the_clearance_and_no_other_walk_does() -> None:
+def test_the_rough_g1_walk_weighs_the_clearance_and_no_flat_walk_does() -> None:
     rough = make_task("g1_walk_rough")
     _check_clearance_term(rough, 0.09, g1.ROBOT, 0.2, ROUGH.foot_reach)
     # the penalties first, the gait and alive after: the order the rewards are summed in
     assert list(rough.rewards)[-4:] == ["penalty_feet_ori", "penalty_feet_clearance", "feet_phase", "alive"]
-    for task in ("g1_walk_flat", "g1_walk_flat_rand", "go1_walk_flat", "go1_walk_rough"):
+    for task in ("g1_walk_flat", "g1_walk_flat_rand", "go1_walk_flat"):
         assert "penalty_feet_clearance" not in make_task(task).rewards, task
     assert make_task("g1_walk_rough").rewards.keys() - make_task("g1_walk_flat_rand").rewards.keys() == {
         "penalty_feet_clearance"
     }
 
 
-def test_the_go1_s_rough_walk_weighs_the_clearance_when_asked() -> None:
-    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=-2"])
-    task = make_task("go1_walk_rough", **cfg.task.knobs)
+def test_the_go1_s_rough_walk_weighs_the_clearance_unless_told_not_to() -> None:
+    task = make_task("go1_walk_rough", **compose_config(["task=go1_walk_rough", "sim=mujoco"]).task.knobs)
     _check_clearance_term(task, 0.08, go1.ROBOT, 0.1, GO1_ROUGH.foot_reach)
     assert list(task.rewards)[-3:] == ["penalty_feet_clearance", "feet_phase", "alive"]
+    off = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=0"])
+    assert "penalty_feet_clearance" not in make_task("go1_walk_rough", **off.task.knobs).rewards
     with pytest.raises(ValueError, match=r"task.feet_clearance must be in \[-1000, 0\] \(a penalty's weight"):
         compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=2"])
 
@@ -131,7 +132,7 @@ def test_the_go1_s_clearance_adds_its_term_to_the_reward_and_changes_nothing_els
     the same; the reward differs by the term, which is a cost wherever a foot moves at the wrong height."""
     envs = [
         make_functional_env("go1_walk_rough", sim="mujoco", num_envs=4, device="cpu", terrain_level=9, **knobs)
-        for knobs in ({}, {"feet_clearance": -2.0})
+        for knobs in ({"feet_clearance": 0.0}, {})
     ]
     states = [env.reset(rnglib.make_rng(0)) for env in envs]
     actions = torch.Generator().manual_seed(0)
@@ -153,19 +154,17 @@ def test_the_go1_s_clearance_adds_its_term_to_the_reward_and_changes_nothing_els
     assert (paid < 0).any()
 
 
-@pytest.mark.parametrize(("task", "default"), [("g1_walk_rough", 0.15), ("go1_walk_rough", 0.05)])
+@pytest.mark.parametrize(("task", "default"), [("g1_walk_rough", 0.15), ("go1_walk_rough", 0.1)])
 def test_how_far_around_a_foot_the_swing_s_ground_is_sought_is_a_knob(task: str, default: float) -> None:
     def around(knobs: list[str]) -> dict[str, torch.Tensor]:
-        """The offsets the gait reward and the clearance penalty (the Go1's switched on) look for the ground at."""
-        cfg = compose_config([f"task={task}", "sim=mujoco", *knobs])
-        clearance = {"feet_clearance": -2.0} if task == "go1_walk_rough" else {}
-        made = make_task(task, **{**cfg.task.knobs, **clearance})
+        """The offsets the gait reward and the clearance penalty look for the ground at."""
+        made = make_task(task, **compose_config([f"task={task}", "sim=mujoco", *knobs]).task.knobs)
         return {name: made.rewards[name].params["around"] for name in ("feet_phase", "penalty_feet_clearance")}
 
     for name, offsets in around([]).items():
         assert torch.equal(offsets, footprint(default)), name
-    for name, offsets in around(["task.foot_reach=0.1"]).items():
-        assert torch.equal(offsets, footprint(0.1)), name
+    for name, offsets in around(["task.foot_reach=0.2"]).items():
+        assert torch.equal(offsets, footprint(0.2)), name
     with pytest.raises(ValueError, match=r"task.foot_reach must be in \[0, 0.5\] \(metres around a foot"):
         compose_config([f"task={task}", "sim=mujoco", "task.foot_reach=1"])
 

@@ -319,9 +319,9 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
         ("g1_walk_rough", {}),
         ("g1_walk_rough", {"layout": "solid"}),
         ("go1_walk_rough", {}),
-        ("go1_walk_rough", {"falls": "trunk"}),
+        ("go1_walk_rough", {"falls": "knees"}),
     ],
-    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-trunk"],
+    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees"],
 )
 def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
@@ -331,8 +331,9 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     apart). So on the plane every env must agree; on terrain the captured step may part from the eager one in no more
     envs than a second eager step does, plus two; a broken capture parts in all of them. The solid layout's slopes
     (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too; the
-    Go1's rough walk reads the height map in more of its terms (the knees' clearance, the ground's plane), and with
-    ``falls=trunk`` a contact sensor's count, which MuJoCo Warp fills from the collision stage's matches."""
+    Go1's rough walk reads the height map in more of its terms (the ground's plane, the feet's clearance; with
+    ``falls=knees`` the knees' clearance) and, by default, a contact sensor's count, which MuJoCo Warp fills from the
+    collision stage's matches."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda", generator=seeded) * 0.1

@@ -11,8 +11,10 @@ judges what a command asks by where it leads and logs the levels' spread; again 
 clearance penalty; and again when its map was sampled every 5 cm (steeper risers).
 The Go1's walks were added as they stood just before that penalty; ``go1_walk_rough``'s digest was taken again when
 its stairs became boxes on a 5 cm map, again when its action scale doubled (with ``action_reach=1`` it
-still gives the digest before), and again when its orientation penalty came to measure the trunk's tilt from the
-ground's plane (``tilt_span=0`` gives the digest before).
+still gives the digest before), again when its orientation penalty came to measure the trunk's tilt from the
+ground's plane (``tilt_span=0`` gives the digest before), and again when its falls became the trunk's contact with
+the ground and its swing gained the clearance penalty and a 10 cm reach (``BEFORE`` holds the knobs that give the
+digest before, and a test checks that they still do).
 
 Sensors the robots gained after a digest was taken (``ADDED_SENSORS``: the feet's velocities, which only the rough
 G1 walk's clearance penalty reads) are cut out of ``sensordata`` before it is hashed, and so are the task-level
@@ -49,7 +51,13 @@ EXPECTED = {
     "g1_walk_rough": "a366dcf7c37ffa2d76b54c71e436e0d33afe66dc17a5c13b3fa0bf817492d713",
     "g1_motion_tracking": "b8fe3230fec18d869afc3afb7f48ecd779370459234fdcdb8be0a1ada351e44a",
     "go1_walk_flat": "c4439122f51c394ec2ee3961dd15ecac4164c72f0e58187280443862d39a2eed",
-    "go1_walk_rough": "ecd050c89d101c278f1a63f2c7d2d9e621d5e73f51fd6179765b49f9623f475f",
+    "go1_walk_rough": "953fab13960e2b1f577d19f2875f6a8fd95e83c5d627373927a0d2a5a26e149e",
+}
+BEFORE = {
+    "go1_walk_rough": (
+        {"falls": "knees", "feet_clearance": 0.0, "foot_reach": 0.05},
+        "ecd050c89d101c278f1a63f2c7d2d9e621d5e73f51fd6179765b49f9623f475f",
+    ),
 }
 ADDED_SENSORS = (*g1.ROBOT.foot_linvel_sensors, *go1.ROBOT.foot_linvel_sensors)
 ADDED_TASK_VALUES = re.compile(r"terrain_level_(?!mean$|std$).+")
@@ -75,9 +83,9 @@ def _update(digest: Any, data: TensorDict) -> None:
         digest.update(value.detach().cpu().numpy().tobytes())
 
 
-def rollout_digest(task: str) -> str:
-    """sha256 over every state and transition of a short seeded rollout of ``task``."""
-    env = make_functional_env(task, sim="mujoco", num_envs=NUM_ENVS, episode_length_s=0.1)
+def rollout_digest(task: str, **knobs: Any) -> str:
+    """sha256 over every state and transition of a short seeded rollout of ``task`` (with ``knobs``)."""
+    env = make_functional_env(task, sim="mujoco", num_envs=NUM_ENVS, episode_length_s=0.1, **knobs)
     gen = torch.Generator().manual_seed(0)
     rng = make_rng(7)
     state = env.reset(rng)
@@ -98,8 +106,10 @@ def rollout_digest(task: str) -> str:
 # so it is the same on every x86 machine, AVX2 or AVX-512 (both checked).
 DIGESTS = """
 import json, sys
-from tests.test_g1_unchanged import rollout_digest
-print(json.dumps({task: rollout_digest(task) for task in sys.argv[1:]}))
+from tests.test_g1_unchanged import BEFORE, rollout_digest
+now = {task: rollout_digest(task) for task in sys.argv[1:]}
+before = {f"{task} before": rollout_digest(task, **knobs) for task, (knobs, _) in BEFORE.items()}
+print(json.dumps({**now, **before}))
 """
 
 
@@ -121,3 +131,8 @@ def digests() -> dict[str, str]:
 @pytest.mark.parametrize("task", sorted(EXPECTED))
 def test_the_task_steps_as_before(task: str, digests: dict[str, str]) -> None:
     assert digests[task] == EXPECTED[task]
+
+
+@pytest.mark.parametrize("task", sorted(BEFORE))
+def test_the_knobs_of_a_changed_default_still_step_as_before_it(task: str, digests: dict[str, str]) -> None:
+    assert digests[f"{task} before"] == BEFORE[task][1]

@@ -405,8 +405,9 @@ def test_a_suite_the_training_conditions_already_cover_is_refused_and_left_out_o
 
 
 def test_a_walk_on_terrain_is_stated_in_typed_fields_and_a_row_needs_a_terrain() -> None:
-    go1 = make_task("go1_walk_rough")
-    # The Go1 on terrain: no tilt termination, a knee near the ground ends the episode, measured from the ground.
+    go1 = make_task("go1_walk_rough", falls="knees")
+    # The Go1 on terrain under the knee rule: no tilt termination, a knee near the ground ends the episode, measured
+    # from the ground.
     assert list(go1.terminations) == ["touchdown", "time_out", "off_terrain", "crossed_tile"]
     touchdown = go1.terminations["touchdown"].params
     assert touchdown["bodies"] == KNEES and touchdown["min_height"] == KNEE_CLEARANCE and "ground" in touchdown
@@ -441,15 +442,16 @@ def test_the_go1_s_touchdown_penalty_is_a_knob_and_absent_at_zero() -> None:
         compose_config(["task=go1_walk_rough", "sim=mujoco", "task.touchdown_penalty=5"])
 
 
-def test_the_go1_s_falls_are_a_knob_and_the_trunk_rule_replaces_the_knee_rule() -> None:
-    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.falls=trunk", "task.touchdown_penalty=-1"])
+def test_the_go1_s_falls_are_the_trunk_s_contact_and_the_knee_rule_a_knob() -> None:
+    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.touchdown_penalty=-1"])
     task = make_task("go1_walk_rough", **cfg.task.knobs)
     assert list(task.terminations) == ["ground_contact", "time_out", "off_terrain", "crossed_tile"]
     sensors = ("trunk", "FR_hip", "FL_hip", "RR_hip", "RL_hip")
     assert task.terminations["ground_contact"].params == {"sensors": tuple(f"{b}_ground_contacts" for b in sensors)}
     assert task.ground_contact_bodies == sensors
     assert task.rewards["penalty_touchdown_clearance"].params["bodies"] == KNEES  # the knees still pay, if asked
-    assert make_task("go1_walk_rough").ground_contact_bodies == ()  # the knee rule by default: no sensor
+    knees = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.falls=knees"])
+    assert make_task("go1_walk_rough", **knees.task.knobs).ground_contact_bodies == ()  # the knee rule: no sensor
     with pytest.raises(ValueError, match=r"task.falls must be one of knees, trunk \(what ends an episode as a fall"):
         compose_config(["task=go1_walk_rough", "sim=mujoco", "task.falls=hips"])
 
@@ -460,7 +462,7 @@ def test_the_trunk_on_the_ground_ends_an_episode_and_a_kneeling_go1_walks_on(sim
     mm into the level ground of row 0, its legs in the air; it comes to rest on the hips' capsules); then both kneel
     on their hind legs (thighs forward, calves unfolded as far as an action reaches), which the knee rule ends and
     the trunk rule does not."""
-    env = make_functional_env("go1_walk_rough", sim=sim, num_envs=2, device="cpu", terrain_level=0, falls="trunk")
+    env = make_functional_env("go1_walk_rough", sim=sim, num_envs=2, device="cpu", terrain_level=0)
     state = env.reset(rnglib.make_rng(0))
     dropped = state.clone()
     x, y = dropped["sim", "qpos"][1, :2]
@@ -470,7 +472,7 @@ def test_the_trunk_on_the_ground_ends_an_episode_and_a_kneeling_go1_walks_on(sim
     _, transition = env.step(dropped, torch.zeros(2, env.action_dim), rng)
     assert transition["next", "terminated"].reshape(-1).tolist() == [False, True]
     kneel = torch.tensor([{"thigh": -1.0, "calf": 1.0}.get(go1.part(joint), 0.0) for joint in go1.JOINT_NAMES])
-    knees = make_task("go1_walk_rough", terrain_level=0).terminations["touchdown"]
+    knees = make_task("go1_walk_rough", terrain_level=0, falls="knees").terminations["touchdown"]
     knee_rule_fired = False
     for _ in range(60):
         rng = rnglib.advance(rng)
@@ -480,12 +482,12 @@ def test_the_trunk_on_the_ground_ends_an_episode_and_a_kneeling_go1_walks_on(sim
     assert knee_rule_fired
 
 
-def test_a_go1_trained_under_the_trunk_rule_is_judged_under_it(tmp_path: Path) -> None:
-    config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "task.falls=trunk", "algo.max_iterations=2")
+def test_a_go1_trained_under_the_knee_rule_is_judged_under_it(tmp_path: Path) -> None:
+    config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "task.falls=knees", "algo.max_iterations=2")
     assert run(compose_config(config)).status == "completed"
     argv = ["--checkpoint", str(tmp_path / "run" / "model_2.pt"), "--num-envs", "20", "--episode-s", "0.2"]
     pit = eval_main([*argv, "--suite", "stairs_down"])
-    assert list(pit["ended_by"]) == ["ground_contact", "diverged"]  # the knee rule is not the checkpoint's
+    assert list(pit["ended_by"]) == ["touchdown", "diverged"]  # the trunk rule, the default, is not the checkpoint's
 
 
 @pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])

@@ -119,6 +119,7 @@ class Ends:
             t.sensor: int(model.sensor_adr[robot_id(model, "SENSOR", t.sensor)]) for t in self.terms if t.sensor
         }
         self._bodies = {b: robot_id(model, "BODY", b) for t in self.terms for b in t.bodies}
+        self._geom_body = model.geom_bodyid
 
     def _height(self, point: np.ndarray, term: Termination) -> float:
         ground = self.robot.ground_height(point[:1], point[1:2])[0] if term.on_ground else 0.0
@@ -132,8 +133,19 @@ class Ends:
             return self._height(d.qpos[:3], term) < term.limit
         if term.kind == "bodies_near_ground":
             return any(self._height(d.xpos[self._bodies[b]], term) < term.limit for b in term.bodies)
+        if term.kind == "ground_contact":
+            return self._touching(term.bodies)
         half_x, half_y = term.extent
         return abs(d.qpos[0]) > half_x - term.limit or abs(d.qpos[1]) > half_y - term.limit
+
+    def _touching(self, bodies: tuple[str, ...]) -> bool:
+        """Whether the last collision stage found a contact between a geom of ``bodies`` and one of the world body's
+        (the ground's: the robot's geoms do not collide with one another), as the training env's contact sensors
+        count them."""
+        pairs = self._geom_body[self.robot.data.contact.geom]  # (contacts, 2) body ids
+        ids = [self._bodies[b] for b in bodies]
+        ours, ground = np.isin(pairs, ids), pairs == 0
+        return bool((ours[:, 0] & ground[:, 1] | ours[:, 1] & ground[:, 0]).any())
 
     def __call__(self) -> tuple[bool, bool]:
         failed = self.robot.diverged() or any(self._hit(t) for t in self.terms if t.kind != "off_terrain")

@@ -34,7 +34,7 @@ OBS_KINDS = (
     "gait_clock",  # [sin phase_1..k, cos phase_1..k] of the runtime's own gait clock
     "height_scan",  # the base's height above the ground at each scan point, clipped
 )
-TERMINATION_KINDS = ("tilt", "root_height", "bodies_near_ground", "off_terrain")
+TERMINATION_KINDS = ("tilt", "root_height", "bodies_near_ground", "ground_contact", "off_terrain")
 CHECK_METRICS = ("fall_rate", "survival_rate", "lin_vel_error", "yaw_rate_error", "mean_episode_length_s")
 
 
@@ -130,9 +130,10 @@ class Start:
 @dataclass(frozen=True)
 class Termination:
     """A way an episode ends: ``tilt`` (``sensor``, an up-vector, past ``limit`` rad), ``root_height`` (the base
-    below ``limit`` m), ``bodies_near_ground`` (a body of ``bodies`` within ``limit`` m) and ``off_terrain`` (the
-    base within ``limit`` m of the terrain's edge at +-``extent``; a truncation, not a failure). Heights count from
-    the ground under the point where ``on_ground``, else from z = 0."""
+    below ``limit`` m), ``bodies_near_ground`` (a body of ``bodies`` within ``limit`` m), ``ground_contact`` (a body
+    of ``bodies`` touching the ground, the world body's geoms; ``limit`` unused) and ``off_terrain`` (the base within
+    ``limit`` m of the terrain's edge at +-``extent``; a truncation, not a failure). Heights count from the ground
+    under the point where ``on_ground``, else from z = 0."""
 
     kind: str
     limit: float
@@ -323,7 +324,9 @@ def _validate_check(check: Check, control_dt: float) -> None:
         at = f"{where}.terminations[{i}]"
         _require(term.kind in TERMINATION_KINDS, f"{at}.kind {term.kind!r} is none the check knows")
         _require(term.kind != "tilt" or term.sensor is not None, f"{at}: a tilt names no sensor")
-        _require(term.kind != "bodies_near_ground" or len(term.bodies) > 0, f"{at} names no bodies")
+        _require(
+            term.kind not in ("bodies_near_ground", "ground_contact") or len(term.bodies) > 0, f"{at} names no bodies"
+        )
         _require(term.kind != "off_terrain" or term.extent is not None, f"{at} gives no extent")
     for metric, (op, _) in check.thresholds.items():
         _require(metric in CHECK_METRICS, f"{where}.thresholds.{metric} is no figure the check makes")

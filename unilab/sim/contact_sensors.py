@@ -16,9 +16,19 @@ WORLD = "world"  # every scene's ground (plane, height fields, boxes) hangs off 
 _FOUND = 1  # the sensor's data: the number of matching contacts (MuJoCo's ``data="found"``)
 
 
+_SUFFIX = "_ground_contacts"
+
+
 def ground_contact_sensor(body: str) -> str:
     """The name of the sensor that counts ``body``'s contacts with the ground."""
-    return f"{body}_ground_contacts"
+    return f"{body}{_SUFFIX}"
+
+
+def sensed_body(sensor: str) -> str:
+    """The body whose ground contacts ``sensor`` counts: ``ground_contact_sensor``'s inverse."""
+    if not sensor.endswith(_SUFFIX) or sensor == _SUFFIX:
+        raise ValueError(f"{sensor!r} is not a ground contact sensor")
+    return sensor.removesuffix(_SUFFIX)
 
 
 def add_ground_contact_sensors(spec: mujoco.MjSpec, bodies: tuple[str, ...]) -> None:

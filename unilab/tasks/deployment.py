@@ -20,6 +20,7 @@ from unilab.managers.terms import ObsTerm, TerminationTerm
 from unilab.mdp import actions, commands, events, observations, randomization, terminations
 from unilab.mdp.terrain import height_scan
 from unilab.motion import MotionClips
+from unilab.sim.contact_sensors import sensed_body
 from unilab.tasks.registry import get_task
 
 # Reset and interval events that change the physics, not how an episode starts: the check leaves them out (it adds
@@ -227,6 +228,8 @@ def _termination(name: str, term: TerminationTerm) -> schema.Termination | None:
         return schema.Termination(
             "bodies_near_ground", float(p["min_height"]), bodies=tuple(p["bodies"]), on_ground=on_ground
         )
+    if func is terminations.ground_contact:
+        return schema.Termination("ground_contact", 0.0, bodies=tuple(sensed_body(s) for s in p["sensors"]))
     if func is terminations.off_terrain:
         return schema.Termination("off_terrain", float(p["margin"]), extent=tuple(map(float, p["ground"].half_extent)))
     raise Unsupported(f"its episodes end by {name!r} ({func.__name__}), which the check does not test")

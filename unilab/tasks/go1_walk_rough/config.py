@@ -4,9 +4,10 @@
 Actor observation (240): ``go1_walk_flat``'s 53, then the height scan (187, noise 0.1 m) under the trunk. Critic
 (243): the flat walk's 56, then the scan without noise.
 
-On rough ground the tilt no longer ends an episode (a quadruped on a slope or a step tilts far and recovers);
-a knee on the ground does: the calves' origins, where the thighs end, within 2 cm of the surface under them. The
-orientation penalty measures the trunk's tilt from the plane of the ground under it rather than from the vertical.
+On rough ground the tilt no longer ends an episode (a quadruped on a slope or a step tilts far and recovers); the
+trunk's or a hip's touching the ground does (``task.falls=knees``: a calf's origin, where the thigh ends, within 2 cm
+of the surface under it). The orientation penalty measures the trunk's tilt from the plane of the ground under it
+rather than from the vertical, and a swing pays the G1 rough walk's clearance penalty, its ground sought 10 cm ahead.
 """
 
 from __future__ import annotations
@@ -61,20 +62,25 @@ TERRAIN = TerrainConfig(
     horizontal_scale=0.05,
     layout="terraced",
 )
-# A Go1 foot is a 2.3 cm sphere: 5 cm around it covers the sphere and 2.7 cm beyond, less than a control step of a swing
-# (a trot at 2 Hz keeps each foot down about half the cycle, so a swing moves at about twice the trunk's speed: 4 cm a
-# step at 1 m/s), so the ground a swing must clear rises under the foot at most a step before its toe meets the riser;
-# ``task.foot_reach=0.1`` looks two steps ahead.
-# The knees end an episode 2 cm above the ground. Climbing out of the pit, the calves touched the steps in 38-49 % of
-# the episodes and the knee rule ended 11 % at row 9 (docs/results.md, 3cab5af); its knees bend backwards, so a Go1
-# climbing backwards leads with them into the risers. ``task.touchdown_penalty`` pays for the knees below 4 cm too.
+# A Go1 foot is a 2.3 cm sphere. A trot at 2 Hz keeps each foot down about half the cycle, so a swing moves at about
+# twice the trunk's speed, 4 cm a control step at 1 m/s: 5 cm around the foot (the sphere and 2.7 cm beyond) sees a
+# step's top less than a control step before the toe meets its riser, 10 cm two steps ahead. Climbing out of the pit,
+# 12 of 19 falls came within 0.5 s of a foot striking a riser, where 21 % of all steps did (docs/results.md).
+FOOT_REACH = 0.1
+# The G1 rough walk's penalty on a foot moving fast below or above the swing height (``feet_clearance_by_speed``:
+# mjlab's foot clearance, at the weight mjlab gives every robot of its velocity tasks, the Go1 included). With it and
+# the 10 cm reach, two seeds trained alone on the H200 passed the pit's top row at their last checkpoints, which no
+# variant without them had (docs/results.md).
+FEET_CLEARANCE = -2.0
+# ``task.falls=knees`` ends an episode when a knee comes within 2 cm of the ground under it. Climbing out of the pit,
+# the calves touched the steps in 38-49 % of the episodes; its knees bend backwards, so a Go1 climbing backwards leads
+# with them into the risers. ``task.touchdown_penalty`` pays for the knees below 4 cm under either rule.
 KNEES = tuple(f"{leg}_calf" for leg in go1.LEGS)
 KNEE_CLEARANCE = 0.02  # m: the thigh capsule's radius is 1.5 cm
-# With ``task.falls=trunk`` the trunk's touching the ground (its box, the head's sphere, or a hip's capsule) ends an
-# episode instead of the knee rule, as legged_gym and Isaac Lab end their quadrupeds' episodes on the base's contact.
-# The hips count as the trunk: their capsules stand out past its box, so a Go1 on its back or side lies on them. On the
-# pit's top row (C MuJoCo, 100 envs, `scripts/fall_census.py`), of the 14 episodes the knee rule would have ended for
-# a policy trained under it, most walked on to the time limit or off their tile (docs/results.md): there a knee near a
+# A fall is the trunk's touching the ground (its box, the head's sphere, or a hip's capsule), as legged_gym and Isaac
+# Lab end their quadrupeds' episodes on the base's contact (ADR 20). The hips count as the trunk: their capsules stand
+# out past its box, so a Go1 on its back or side lies on them. Of the pit's episodes that the knee rule ended for a
+# policy trained under it, most walked on to the time limit or off their tile with the rule off: there a knee near a
 # step's tread is a knee brushing it, not a fall.
 TRUNK_FALLS = (go1.ROBOT.base_body, *(f"{leg}_hip" for leg in go1.LEGS))
 # The orientation penalty measures the trunk's tilt from the ground's plane 0.3 m either side of it: that spans the
@@ -88,11 +94,13 @@ ROUGH = RoughSpec(
     max_init_level=3,
     nconmax=64,
     njmax=400,
-    foot_reach=0.05,
+    foot_reach=FOOT_REACH,
     straight_commands=0.5,
     tilt_ends_episode=False,
     touchdown_bodies=KNEES,
     touchdown_height=KNEE_CLEARANCE,
+    touchdown_ends_episode=False,
+    ground_contact_ends=TRUNK_FALLS,
     tilt_span=TILT_SPAN,
 )
 
@@ -118,32 +126,25 @@ def make_task(
     action_reach: ActionReach = ACTION_REACH,
     tilt_span: TiltSpan = TILT_SPAN,
     touchdown_penalty: PenaltyWeight = 0.0,
-    falls: FallRule = "knees",
-    feet_clearance: PenaltyWeight = 0.0,
+    falls: FallRule = "trunk",
+    feet_clearance: PenaltyWeight = FEET_CLEARANCE,
     foot_reach: FootReach = ROUGH.foot_reach,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them. ``noise_scale``
     multiplies the observation noise, the scan's included; the terrain's knobs are ``RoughSpec.with_knobs``'s
-    (``ROUGH``'s comment says why the buffers are what they are, ``foot_reach``'s above it why the Go1's is 5 cm);
+    (``ROUGH``'s comment says why the buffers are what they are, ``FOOT_REACH``'s why the Go1's is 10 cm);
     ``action_reach`` multiplies the Go1's action scale (``ACTION_REACH`` says why); ``tilt_span`` is how far either side
     of the trunk the orientation penalty fits the ground's plane (``TILT_SPAN`` says why; 0: the vertical);
     ``touchdown_penalty``, unless 0, weights a penalty on the knees coming within twice ``KNEE_CLEARANCE`` of the ground
-    (``KNEES`` says why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` says why there are two);
-    ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the swing height
-    (the comment below says why)."""
+    (``KNEES`` says why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` and ``KNEES`` say why there
+    are two); ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the
+    swing height (``FEET_CLEARANCE`` says why)."""
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
     rough = dataclasses.replace(rough, tilt_span=tilt_span)
-    if falls == "trunk":
-        rough = dataclasses.replace(rough, touchdown_ends_episode=False, ground_contact_ends=TRUNK_FALLS)
+    if falls == "knees":
+        rough = dataclasses.replace(rough, touchdown_ends_episode=True, ground_contact_ends=())
     robot = dataclasses.replace(go1.ROBOT, action_scale=tuple(action_reach * s for s in go1.ACTION_SCALE))
-    # Climbing out of the pit's top row under the trunk rule, a Go1 commanded forward fell in 7 of 22 episodes and one
-    # commanded backward in 1 of 16, its calves touched the steps in half the episodes, its trunk tilted 13 degrees past
-    # the flight's 17, and 12 of 19 falls came within 0.5 s of a foot striking a riser, where 21 % of all steps did
-    # (docs/results.md, "ec26ff4"). The G1's rough walk pays for a foot moving fast below or above the swing height
-    # (``feet_clearance_by_speed``: mjlab's foot clearance, weight -2.0, which mjlab's velocity tasks give its Go1 too);
-    # ``task.feet_clearance=-2`` gives it to the Go1, the swing height counted from the highest ground within 5 cm of
-    # the foot. Off until trained against the defaults.
     chosen = {"penalty_touchdown_clearance": touchdown_penalty, "penalty_feet_clearance": feet_clearance}
     weights = {**WALK.weights, **{name: weight for name, weight in chosen.items() if weight}}
     walk = dataclasses.replace(WALK, robot=robot, weights=weights)

@@ -199,7 +199,8 @@ def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path
     assert from_onnx["lin_vel_error"] == pytest.approx(from_ckpt["lin_vel_error"], abs=1e-3)
     from torchrl_ext.export import read_metadata
 
-    assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == "{}"  # the run's knobs (none given), as JSON
+    # The run's knobs as JSON: none was given, so each at its default.
+    assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == '{"noise_scale": 1.0}'
 
 
 def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> None:

@@ -3,17 +3,22 @@ line; a knob the task lacks, or a value of the wrong type, is refused in one lin
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from unilab.apps.compose import compose_config, task_knobs
-from unilab.apps.train import main
+import pytest
+import torch
+
+from tests.test_train import tiny
+from unilab.apps.compose import check_knobs, compose_config, task_knobs
+from unilab.apps.policy import policy_source
+from unilab.apps.train import main, run
 from unilab.run.config import task_overrides
-from unilab.tasks.registry import make_task
+from unilab.tasks.registry import list_tasks, make_task
 
 
 def test_a_task_knob_set_on_the_command_line_reaches_the_task() -> None:
     cfg = compose_config(["sim=mujoco", "task.noise_scale=0.5"])
-    assert cfg.task.knobs == {"noise_scale": 0.5}
+    assert cfg.task.knobs == {**task_knobs(cfg.task.name), "noise_scale": 0.5}
     config = make_task(cfg.task.name, **task_overrides(cfg))
     assert config.observations["policy"]["joint_pos"].noise == pytest.approx(0.005)  # 0.01 at noise_scale 1
     tracking = compose_config(["sim=mujoco", "task=g1_motion_tracking", "task.start=first_frame"])
@@ -47,3 +52,20 @@ def test_an_unknown_knob_or_a_wrong_value_is_one_line(override: str, message: st
 def test_cfg_shows_the_task_s_knobs_with_their_values(capsys) -> None:
     main(["--cfg", "sim=mujoco", "task.noise_scale=0.25"])
     assert "  noise_scale: 0.25\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", list_tasks())
+def test_every_knob_s_default_is_a_value_the_task_takes(task: str) -> None:
+    check_knobs(task, task_knobs(task))  # what a run's config records for a knob it was not given
+
+
+def test_a_checkpoint_records_every_knob_so_a_later_default_cannot_change_its_task(tmp_path: Path) -> None:
+    """The run names one knob; the checkpoint holds them all, and eval rebuilds the task from them, not from the
+    factory's defaults of the day."""
+    config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "task.action_reach=1.5", "algo.max_iterations=1")
+    assert run(compose_config(config)).status == "completed"
+    checkpoint = tmp_path / "run" / "model_1.pt"
+    knobs = torch.load(checkpoint, weights_only=False)["config"]["task"]["knobs"]
+    assert knobs == {**task_knobs("go1_walk_rough"), "action_reach": 1.5}
+    overrides = policy_source(checkpoint, None, None).overrides
+    assert {key: overrides[key] for key in knobs} == knobs

@@ -203,6 +203,9 @@ def compose_config(overrides: list[str]) -> TrainConfig:
     cfg: TrainConfig = OmegaConf.to_object(typed)
     check_task_keys(cfg)
     validate(cfg)
+    # Every knob with its value, the defaults too: the run's config (and each checkpoint's) then says what the run
+    # trained on after a default changes, and eval, play and the exports rebuild that task, not today's.
+    cfg.task.knobs = {**task_knobs(cfg.task.name), **cfg.task.knobs}
     return cfg
 
 

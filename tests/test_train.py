@@ -816,11 +816,16 @@ def test_start_up_counts_the_graphs_torch_compile_built_since_it_began() -> None
     assert 0 < split["tracing"] <= split["total"] and 0 <= split["backend"] <= split["total"]
     line = clock.line()
     assert "; torch.compile: 1 graph, 0 from Inductor's cache, 0 from AOTAutograd's; seconds total " in line
+    # Which frame took it, and when: the lambda, begun within the clock's span, its compile the whole total.
+    [frame] = clock.graphs
+    assert frame["name"] == "<lambda>" and 0 < frame["seconds"] <= split["total"] + 0.05
+    assert 0 <= frame["began_s"] <= clock.total()
+    assert line.endswith(f"; compiled <lambda> {frame['seconds']:.1f} s at {frame['began_s']:.1f}")
 
     idle = StartupClock(imported_after_s=None)
     idle.mark("env_warmup")
     idle.take_compile_split()
-    assert idle.compile == {} and "torch.compile" not in idle.line()
+    assert idle.compile == {} and idle.graphs == [] and "torch.compile" not in idle.line()
 
 
 def test_the_start_up_line_says_how_long_the_physics_kernels_took_beside_the_tracing() -> None:

@@ -290,6 +290,7 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 "startup_sec": summary.get("startup_sec"),
                 "startup_total_sec": summary.get("startup_total_sec"),
                 "startup_compile": summary.get("startup_compile"),
+                "startup_graphs": summary.get("startup_graphs"),
                 "startup_kernel_build": summary.get("startup_kernel_build"),
                 "run_dir": str(run_dir),
             }

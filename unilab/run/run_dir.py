@@ -293,6 +293,9 @@ class RunSummary:
     # torch.compile's part of start-up (``StartupClock.take_compile_split``): graphs compiled, Inductor cache hits
     # and misses, seconds in all, tracing, backend and kernel builds; empty when nothing was compiled.
     startup_compile: dict[str, float] = field(default_factory=dict)
+    # Each frame torch.compile compiled in start-up (``unilab.run.startup.compiled_frames``): its code's name, its
+    # compile's seconds and when it began, in seconds from where ``startup_sec``'s phases begin (the process start).
+    startup_graphs: list[dict[str, Any]] = field(default_factory=list)
     # The physics kernels built beside the env step's tracing (mjwarp with a compiled step): the build's seconds
     # and how long the warm-up then waited for it (within ``env_warmup``); empty when none was built that way.
     startup_kernel_build: dict[str, float] = field(default_factory=dict)
@@ -346,6 +349,7 @@ class RunSummary:
             startup_sec=dict(startup.phases),
             startup_total_sec=startup.total(),
             startup_compile=dict(startup.compile),
+            startup_graphs=list(startup.graphs),
             startup_kernel_build=dict(startup.kernel_build),
         )
 

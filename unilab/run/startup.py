@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -62,6 +63,25 @@ def compile_totals() -> dict[str, float]:
     return totals
 
 
+def compiled_frames(since: float, origin: float) -> list[dict[str, Any]]:
+    """Each frame torch.compile compiled in this process from ``since`` on (``time.time()`` seconds), in the order
+    they began: the name of its code, the seconds of its whole compile (tracing and backend) and when it began, in
+    seconds after ``origin``. Totals say how long compiling took; this says which graph took it, and in which phase
+    (a warm start's first update still traces its graphs). Read from Dynamo's records of its compiles; [] where this
+    torch keeps none, and a record without the fields is left out."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    records = getattr(utils, "get_compilation_metrics", lambda: [])()
+    frames = []
+    for record in records:
+        began = getattr(record, "start_time", None)
+        seconds = getattr(record, "entire_frame_compile_time_s", None)
+        if began is None or seconds is None or began < since:
+            continue
+        name = str(getattr(record, "co_name", "?"))
+        frames.append({"name": name, "seconds": round(seconds, 3), "began_s": round(began - origin, 3)})
+    return sorted(frames, key=lambda frame: frame["began_s"])
+
+
 class StartupClock:
     """Seconds per start-up phase, in the order they ran (``phases``)."""
 
@@ -76,11 +96,15 @@ class StartupClock:
         self.compile: dict[str, float] = {}
         # The physics backend's kernels built beside the env step's tracing (``SimBackend.kernel_build_seconds``)
         self.kernel_build: dict[str, float] = {}
+        # Each frame compiled in start-up (``compiled_frames``), its start counted from where the phases start
+        self.graphs: list[dict[str, Any]] = []
         self._compile_before = compile_totals()
         before = process_age_s()
         if before is not None and imported_after_s is not None:
             self.phases["imports"] = round(min(imported_after_s, before), 3)
             self.phases["config"] = round(max(0.0, before - imported_after_s), 3)
+        self._started = time.time()
+        self._origin = self._started - sum(self.phases.values())
         self._last = time.perf_counter()
 
     def mark(self, phase: str, parts: dict[str, float] | None = None) -> None:
@@ -103,6 +127,7 @@ class StartupClock:
         before, now = self._compile_before, compile_totals()
         split = {name: round(value - before.get(name, 0), 3) for name, value in now.items()}
         self.compile = split if split.get("graphs") else {}
+        self.graphs = compiled_frames(self._started, self._origin)
 
     def total(self) -> float:
         return round(sum(self.phases.values()), 3)
@@ -118,6 +143,9 @@ class StartupClock:
             timers = ", ".join(f"{name} {c[name]:.1f}" for name in _COMPILE_TIMERS if name in c)
             cached = f"{c['cache_hits']:.0f} from Inductor's cache, {c['aot_hits']:.0f} from AOTAutograd's"
             line += f"; torch.compile: {graphs}, {cached}; seconds {timers}"
+        if self.graphs:
+            frames = ", ".join(f"{g['name']} {g['seconds']:.1f} s at {g['began_s']:.1f}" for g in self.graphs)
+            line += f"; compiled {frames}"
         k = self.kernel_build
         if k:
             line += f"; physics kernels built beside the tracing in {k['build']:.1f} s, waited for {k['waited']:.1f} s"

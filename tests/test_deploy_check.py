@@ -31,6 +31,7 @@ from unilab.deploy.check import load_scene, run
 from unilab.deploy.episodes import Conditions, Ends, EpisodeStart
 from unilab.deploy.mujoco_robot import MujocoRobot
 from unilab.envs.functional import FunctionalEnv
+from unilab.sim.contact_sensors import ground_contact_sensor, sensed_body
 from unilab.tasks.randomization import Randomization
 
 SAME = ("fall_rate", "mean_episode_length")
@@ -113,6 +114,13 @@ def test_the_check_ends_an_episode_where_the_go1_s_trunk_touches_the_ground(tmp_
         robot.reset(state["sim", "qpos"][i].double().numpy(), np.zeros(robot.model.nv))
         robot.advance(policy.control_dt)
         assert Ends(check, robot)() == (fallen, False)
+
+
+def test_a_ground_contact_sensor_names_its_body_both_ways() -> None:
+    assert sensed_body(ground_contact_sensor("FR_hip")) == "FR_hip"
+    for name in ("FR_hip", "_ground_contacts", "trunk_ground_contact"):
+        with pytest.raises(ValueError, match="is not a ground contact sensor"):
+            sensed_body(name)
 
 
 def test_deploy_check_writes_its_summary_and_judges_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

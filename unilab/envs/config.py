@@ -26,7 +26,7 @@ from unilab.managers.terms import (
     TerminationTerm,
 )
 from unilab.sim import BROADPHASES, SimConfig, load_model
-from unilab.sim.contact_sensors import add_ground_contact_sensors
+from unilab.sim.contact_sensors import add_ground_contact_sensors, add_ground_force_sensors
 from unilab.terrain import TERRAIN_TYPES, TerrainConfig, generate, terrain_spec
 from unilab.terrain.generator import LAYOUTS
 
@@ -99,6 +99,7 @@ class TaskConfig:
     obs_noise: bool = True
     terrain: TerrainConfig | None = None
     ground_contact_bodies: tuple[str, ...] = ()  # each gets a sensor of its contacts with the ground (terms read it)
+    ground_force_geoms: tuple[str, ...] = ()  # each gets a sensor of its net contact force with the ground
     record_terminations: bool = False
 
     def __post_init__(self) -> None:
@@ -116,8 +117,8 @@ def task_model(task: TaskConfig) -> mujoco.MjModel:
     check_scene_size(task.scene)
     stat = Path(task.scene).resolve().stat()  # an edited scene is compiled again
     physics = dataclasses.replace(task.physics, per_world=())  # which parameters vary per world: not the model's
-    sensed = task.ground_contact_bodies
-    model = _compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot, sensed)
+    sensed = (task.ground_contact_bodies, task.ground_force_geoms)
+    model = _compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot, *sensed)
     return copy.copy(model)
 
 
@@ -130,13 +131,15 @@ def _compiled(
     terrain: TerrainConfig | None,
     robot: RobotConfig,
     ground_contact_bodies: tuple[str, ...],
+    ground_force_geoms: tuple[str, ...],
 ) -> mujoco.MjModel:
     """``task_model``'s model, kept per input; callers get copies, so nothing writes into it."""
-    if terrain is None and not ground_contact_bodies:
+    if terrain is None and not ground_contact_bodies and not ground_force_geoms:
         model = load_model(scene, physics)
     else:
         spec = mujoco.MjSpec.from_file(str(scene)) if terrain is None else terrain_spec(scene, generate(terrain))
         add_ground_contact_sensors(spec, ground_contact_bodies)
+        add_ground_force_sensors(spec, ground_force_geoms)
         model = spec.compile()
         physics.apply(model)
     check_model(model, robot, scene)

@@ -140,6 +140,16 @@ def feet_clearance_by_speed(
     return torch.where(moving, cost, 0.0)
 
 
+def feet_stumble(state: TensorDict, ctx: EnvContext, force_sensors: tuple[str, ...], ratio: float) -> torch.Tensor:
+    """How many feet (N,) the ground pushes more than ``ratio`` times as hard sideways as up or down: a foot that
+    struck a step's riser, or slides into one, rather than one standing on a tread (legged_gym's stumble, with its
+    ratio of 5). ``force_sensors`` read each foot's net contact force with the ground in the world frame
+    (``unilab.sim.contact_sensors.add_ground_force_sensors``); a foot in the air reads zero and counts for nothing."""
+    force = torch.stack([sensor(state, ctx, name)[:, :3] for name in force_sensors], dim=1)
+    sideways = torch.linalg.vector_norm(force[..., :2], dim=-1)
+    return (sideways > ratio * force[..., 2].abs()).sum(-1).to(force.dtype)
+
+
 def bodies_clearance_deficit(
     state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], margin: float, ground: HeightMap | None = None
 ) -> torch.Tensor:

@@ -14,6 +14,8 @@ import mujoco
 
 WORLD = "world"  # every scene's ground (plane, height fields, boxes) hangs off the world body
 _FOUND = 1  # the sensor's data: the number of matching contacts (MuJoCo's ``data="found"``)
+_FORCE = 1 << 1  # the sensor's data: the contact force (MuJoCo's ``data="force"``)
+_NETFORCE = 3  # the matches reduced to their net force, in the world frame (MuJoCo's ``reduce="netforce"``)
 
 
 _SUFFIX = "_ground_contacts"
@@ -47,3 +49,28 @@ def add_ground_contact_sensors(spec: mujoco.MjSpec, bodies: tuple[str, ...]) -> 
         )
         sensor.intprm[0] = _FOUND
         sensor.intprm[2] = 1  # one slot: the count alone
+
+
+def ground_force_sensor(geom: str) -> str:
+    """The name of the sensor that reads the net force between ``geom`` and the ground."""
+    return f"{geom}_ground_force"
+
+
+def add_ground_force_sensors(spec: mujoco.MjSpec, geoms: tuple[str, ...]) -> None:
+    """A sensor per geom of ``geoms``: the net force of its contacts with the world body's geoms, in the world frame
+    (3 values; zero without a contact). Both engines reduce the matches the same way, so a term can tell a foot
+    loaded from below (a tread) from one pushed sideways (a riser)."""
+    for geom in geoms:
+        if spec.geom(geom) is None:
+            raise ValueError(f"no geom named {geom!r} for a ground force sensor")
+        sensor = spec.add_sensor(
+            name=ground_force_sensor(geom),
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_GEOM,
+            objname=geom,
+            reftype=mujoco.mjtObj.mjOBJ_BODY,
+            refname=WORLD,
+        )
+        sensor.intprm[0] = _FORCE
+        sensor.intprm[1] = _NETFORCE
+        sensor.intprm[2] = 1  # one slot: the net force

@@ -1,0 +1,113 @@
+"""The stumble penalty: a foot the ground pushes sideways more than five times as hard as vertically counts, read
+from a sensor of each foot's net contact force with the ground, which C MuJoCo and MuJoCo Warp fill alike. The
+Go1's rough walk weighs it when asked (``task.stumble``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from tensordict import TensorDict
+
+from unilab.apps.compose import compose_config
+from unilab.core import rng as rnglib
+from unilab.envs.config import task_model
+from unilab.mdp import rewards
+from unilab.sim.contact_sensors import add_ground_force_sensors, ground_force_sensor
+from unilab.tasks.go1_walk_rough.config import FEET, STUMBLE_RATIO
+from unilab.tasks.randomization import Randomization
+from unilab.tasks.registry import make_functional_env, make_task
+
+
+def _stumbles(*forces: list[float]) -> float:
+    """The penalty of feet whose net ground forces are ``forces`` (world frame, one foot each), in one env."""
+    names = tuple(f"foot{i}" for i in range(len(forces)))
+    ctx = SimpleNamespace(sensor=lambda data, name: data[:, 3 * names.index(name) :][:, :3])
+    data = torch.tensor([[component for force in forces for component in force]])
+    state = TensorDict({"sim": {"sensordata": data}}, batch_size=[])
+    return rewards.feet_stumble(state, ctx, names, STUMBLE_RATIO).item()
+
+
+def test_a_foot_pushed_sideways_stumbles_and_one_standing_or_in_the_air_does_not() -> None:
+    assert _stumbles([0.0, 0.0, -40.0]) == 0  # standing on a tread
+    assert _stumbles([0.0, 0.0, 0.0]) == 0  # in the air
+    assert _stumbles([30.0, 0.0, -10.0]) == 0  # braking hard on a tread: three times, not five
+    assert _stumbles([0.0, -60.0, -10.0]) == 1  # against a riser, the tread bearing a little
+    assert _stumbles([60.0, 0.0, 0.0], [0.0, 0.0, -40.0], [-3.0, 4.0, 0.9]) == 2  # each foot on its own
+    assert _stumbles([50.0, 0.0, 10.0]) == 0  # exactly five times: not more
+
+
+# A 1 kg ball beside a wall on a floor, each part of the world body. On the floor, sliding: friction pushes it back
+# about as hard as the floor holds it up. Against the wall, alone or with the floor under it: a stumble.
+SCENE = """<mujoco><worldbody>
+  <geom name="floor" type="plane" size="2 2 0.1"/>
+  <geom name="wall" type="box" pos="0.3 0 0.2" size="0.05 1 0.2"/>
+  <body name="ball" pos="0 0 0.1"><freejoint/><geom name="foot" type="sphere" size="0.1" mass="1"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize(
+    ("where", "sideways"),
+    [((0.0, 0.099), False), ((0.152, 0.3), True), ((0.152, 0.099), True)],
+    ids=["on-the-floor", "against-the-wall", "in-the-corner"],
+)
+def test_the_force_sensor_reads_the_ground_s_push_in_the_world_frame_on_both_engines(
+    where: tuple[float, float], sideways: bool
+) -> None:
+    spec = mujoco.MjSpec.from_string(SCENE)
+    add_ground_force_sensors(spec, ("foot",))
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    data.qpos[0], data.qpos[2] = where
+    data.qvel[0] = 1.0  # moving towards the wall at 1 m/s: sliding on the floor, striking the wall
+    mujoco.mj_forward(model, data)
+    force = data.sensordata[model.sensor(ground_force_sensor("foot")).adr[0] :][:3].copy()
+    assert np.linalg.norm(force) > 1.0  # the ball presses into what it touches: a force, not a zero
+    assert bool(np.linalg.norm(force[:2]) > STUMBLE_RATIO * abs(force[2])) is sideways
+    import mujoco_warp as mjw
+
+    with wp.ScopedDevice("cpu"):
+        warped = mjw.put_data(model, data)
+        mjw.forward(mjw.put_model(model), warped)
+        np.testing.assert_allclose(warped.sensordata.numpy()[0][:3], force, rtol=1e-4, atol=1e-3)
+
+
+def test_a_geom_the_scene_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="no geom named 'toe' for a ground force sensor"):
+        add_ground_force_sensors(mujoco.MjSpec.from_string(SCENE), ("toe",))
+
+
+def test_the_go1_s_stumble_is_a_knob_off_by_default() -> None:
+    plain = make_task("go1_walk_rough")
+    assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_geoms == ()
+    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.stumble=-1"])
+    task = make_task("go1_walk_rough", **cfg.task.knobs)
+    term = task.rewards["penalty_feet_stumble"]
+    assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
+    assert term.params == {"force_sensors": tuple(f"{foot}_ground_force" for foot in FEET), "ratio": 5.0}
+    assert list(task.rewards)[-4:] == ["penalty_feet_clearance", "penalty_feet_stumble", "feet_phase", "alive"]
+    assert task.ground_force_geoms == FEET
+    names = {task_model(task).sensor(i).name for i in range(task_model(task).nsensor)}
+    assert {ground_force_sensor(foot) for foot in FEET} <= names
+    with pytest.raises(ValueError, match=r"task.stumble must be in \[-1000, 0\] \(a penalty's weight"):
+        compose_config(["task=go1_walk_rough", "sim=mujoco", "task.stumble=1"])
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_a_go1_standing_on_level_ground_does_not_stumble(sim: str) -> None:
+    """Row 0 is level: the default pose held for half a second loads every foot from below, on either engine."""
+    quiet = {"terrain_level": 0, "randomization": Randomization(), "obs_noise": False, "stumble": -1.0}
+    env = make_functional_env("go1_walk_rough", sim=sim, num_envs=2, device="cpu", **quiet)
+    state, rng = env.reset(rnglib.make_rng(0)), rnglib.make_rng(1)
+    loaded = torch.zeros(2)
+    for _ in range(25):
+        rng = rnglib.advance(rng)
+        state, transition = env.step(state, torch.zeros(2, env.action_dim), rng)
+        assert (transition["reward_terms"]["penalty_feet_stumble"] == 0).all()
+        feet = torch.stack([state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(f)]] for f in FEET])
+        loaded = torch.maximum(loaded, feet[..., 2].abs().amin(0))
+    assert (loaded > 1.0).all()  # every foot bore weight at some step: the sensors read the ground

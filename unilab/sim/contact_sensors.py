@@ -15,7 +15,7 @@ import mujoco
 WORLD = "world"  # every scene's ground (plane, height fields, boxes) hangs off the world body
 _FOUND = 1  # the sensor's data: the number of matching contacts (MuJoCo's ``data="found"``)
 _FORCE = 1 << 1  # the sensor's data: the contact force (MuJoCo's ``data="force"``)
-_NETFORCE = 3  # the matches reduced to their net force, in the world frame (MuJoCo's ``reduce="netforce"``)
+_NETFORCE = 3  # the matches reduced to their net force, in the world frame (MuJoCo's ``reduce="netforce"``; 0: none)
 
 
 _SUFFIX = "_ground_contacts"
@@ -33,22 +33,27 @@ def sensed_body(sensor: str) -> str:
     return sensor.removesuffix(_SUFFIX)
 
 
+def _add_ground_sensor(spec: mujoco.MjSpec, name: str, kind: mujoco.mjtObj, of: str, data: int, reduce: int) -> None:
+    """A contact sensor ``name`` of ``of`` (a body or a geom, by ``kind``) against the world body, reading ``data``
+    reduced by ``reduce`` into one slot."""
+    sensor = spec.add_sensor(
+        name=name,
+        type=mujoco.mjtSensor.mjSENS_CONTACT,
+        objtype=kind,
+        objname=of,
+        reftype=mujoco.mjtObj.mjOBJ_BODY,
+        refname=WORLD,
+    )
+    sensor.intprm[0], sensor.intprm[1], sensor.intprm[2] = data, reduce, 1
+
+
 def add_ground_contact_sensors(spec: mujoco.MjSpec, bodies: tuple[str, ...]) -> None:
     """A sensor per body of ``bodies``: how many contacts its geoms make with the world body's geoms. The robots'
     geoms never collide with one another in these scenes, so those are the ground's."""
     for body in bodies:
         if spec.body(body) is None:
             raise ValueError(f"no body named {body!r} for a ground contact sensor")
-        sensor = spec.add_sensor(
-            name=ground_contact_sensor(body),
-            type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_BODY,
-            objname=body,
-            reftype=mujoco.mjtObj.mjOBJ_BODY,
-            refname=WORLD,
-        )
-        sensor.intprm[0] = _FOUND
-        sensor.intprm[2] = 1  # one slot: the count alone
+        _add_ground_sensor(spec, ground_contact_sensor(body), mujoco.mjtObj.mjOBJ_BODY, body, _FOUND, 0)
 
 
 def ground_force_sensor(geom: str) -> str:
@@ -63,14 +68,4 @@ def add_ground_force_sensors(spec: mujoco.MjSpec, geoms: tuple[str, ...]) -> Non
     for geom in geoms:
         if spec.geom(geom) is None:
             raise ValueError(f"no geom named {geom!r} for a ground force sensor")
-        sensor = spec.add_sensor(
-            name=ground_force_sensor(geom),
-            type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_GEOM,
-            objname=geom,
-            reftype=mujoco.mjtObj.mjOBJ_BODY,
-            refname=WORLD,
-        )
-        sensor.intprm[0] = _FORCE
-        sensor.intprm[1] = _NETFORCE
-        sensor.intprm[2] = 1  # one slot: the net force
+        _add_ground_sensor(spec, ground_force_sensor(geom), mujoco.mjtObj.mjOBJ_GEOM, geom, _FORCE, _NETFORCE)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -488,6 +489,30 @@ def test_a_go1_trained_under_the_knee_rule_is_judged_under_it(tmp_path: Path) ->
     argv = ["--checkpoint", str(tmp_path / "run" / "model_2.pt"), "--num-envs", "20", "--episode-s", "0.2"]
     pit = eval_main([*argv, "--suite", "stairs_down"])
     assert list(pit["ended_by"]) == ["touchdown", "diverged"]  # the trunk rule, the default, is not the checkpoint's
+    # Judged on a variant of its task: the knob given to eval over the checkpoint's own, and said in the summary.
+    other = eval_main([*argv, "--suite", "stairs_down", "--knobs", "task.falls=trunk", "--out", str(tmp_path / "v")])
+    assert list(other["ended_by"]) == ["ground_contact", "diverged"] and other["knob_overrides"] == {"falls": "trunk"}
+    assert pit["knob_overrides"] == {}
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        (["falls=knees"], "'falls=knees' is not a task knob's value: write task.<knob>=<value>"),
+        (["task.falls="], "is not a task knob's value"),
+        (["task.falls=hips"], r"task.falls must be one of knees, trunk"),
+        (["task.reach=2"], "task.reach does not apply to task 'go1_walk_rough'"),
+    ],
+)
+def test_a_knob_eval_cannot_take_is_refused_in_one_line(knobs: list[str], message: str, tmp_path: Path, capsys) -> None:
+    config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "algo.max_iterations=1")
+    assert run(compose_config(config)).status == "completed"
+    capsys.readouterr()  # the run's own lines
+    with pytest.raises(SystemExit) as ended:
+        eval_main(["--checkpoint", str(tmp_path / "run" / "model_1.pt"), "--num-envs", "6", "--knobs", *knobs])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
 
 
 @pytest.mark.parametrize(("task", "top", "step"), [("g1_walk_rough", 0.10, 0.02), ("go1_walk_rough", 0.06, 0.01)])

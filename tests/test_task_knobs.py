@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.test_train import tiny
+from unilab.apps.args import InputError, task_knob_values
 from unilab.apps.compose import check_knobs, compose_config, task_knobs
 from unilab.apps.policy import policy_source
 from unilab.apps.train import main, run
@@ -69,3 +70,12 @@ def test_a_checkpoint_records_every_knob_so_a_later_default_cannot_change_its_ta
     assert knobs == {**task_knobs("go1_walk_rough"), "action_reach": 1.5}
     overrides = policy_source(checkpoint, None, None).overrides
     assert {key: overrides[key] for key in knobs} == knobs
+
+
+def test_knob_values_on_a_command_line_are_read_as_train_reads_them() -> None:
+    values = task_knob_values(["task.falls=knees", "task.action_reach=1.5", "task.terrain_level=9", "task.x=true"])
+    assert values == {"falls": "knees", "action_reach": 1.5, "terrain_level": 9, "x": True}
+    assert type(values["terrain_level"]) is int and type(values["action_reach"]) is float
+    for bad in ("falls=knees", "task.=1", "task.falls", "task.a-b=1", "task.falls="):
+        with pytest.raises(InputError, match="is not a task knob's value"):
+            task_knob_values([bad])

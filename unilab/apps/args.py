@@ -21,6 +21,25 @@ MUJOCO_GL_VALUES = ("", "egl", "osmesa", "glx", "glfw", "enable", "enabled", "on
 MUJOCO_GL_OFF = ("disable", "disabled", "off", "false", "0")
 
 
+def task_knob_values(items: Sequence[str]) -> dict[str, object]:
+    """``task.<knob>=<value>`` arguments as ``{knob: value}``, each value read as YAML reads a scalar (as ``train``'s
+    overrides are: ``1`` an int, ``0.5`` a float, ``true`` a flag, anything else a word). Whether the task takes the
+    knob and the value is for ``unilab.apps.compose.check_knobs``; the form is checked here, in one line."""
+    import yaml
+
+    values: dict[str, object] = {}
+    for item in items:
+        key, equals, text = item.partition("=")
+        knob = key.removeprefix("task.")
+        if not equals or knob == key or not knob.isidentifier() or not text:
+            raise InputError(f"{item!r} is not a task knob's value: write task.<knob>=<value>, e.g. task.falls=knees")
+        try:
+            values[knob] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise InputError(f"{item!r}: {text!r} is not a value") from None
+    return values
+
+
 def check_environment(prog: str) -> None:
     """The environment variables the commands depend on, checked before anything imports the library that reads
     them: a bad ``MUJOCO_GL`` fails the import of mujoco, and an unusable ``WARP_CACHE_PATH`` Warp's first kernel

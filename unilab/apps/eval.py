@@ -28,7 +28,15 @@ from typing import Any
 
 import torch
 
-from unilab.apps.args import ArgumentParser, InputError, check_output, check_rollout_args, fail, resolve_sim_device
+from unilab.apps.args import (
+    ArgumentParser,
+    InputError,
+    check_output,
+    check_rollout_args,
+    fail,
+    resolve_sim_device,
+    task_knob_values,
+)
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
@@ -151,16 +159,18 @@ def evaluate(
     out: Path | None = None,
     suite: str = "nominal",
     envs: dict[str, FunctionalEnv] | None = None,
+    knobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Score a policy on ``num_envs`` seeded first episodes and write its summary (``summary_name``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set. A task
     with named starts (``EvalMetrics.starts``) is scored once per start; the first heads the summary.
-    ``suite`` adds a perturbation (``SUITES``) to those conditions. ``envs`` keeps the envs built, keyed by what
-    they were built from, for the next call to reuse (``evaluate_series``: the env is pure, only the policy changes).
+    ``suite`` adds a perturbation (``SUITES``) to those conditions, ``knobs`` task knobs over the policy's own
+    (``policy_source``; the summary's ``knob_overrides``). ``envs`` keeps the envs built, keyed by what they were built
+    from, for the next call to reuse (``evaluate_series``: the env is pure, only the policy changes).
     """
-    source = policy_source(checkpoint, onnx, task)
+    source = policy_source(checkpoint, onnx, task, knobs)
     ckpt, task, overrides = source.checkpoint, source.task, source.overrides
     if episodes_s is not None:
         overrides["episode_length_s"] = float(episodes_s)
@@ -224,6 +234,7 @@ def evaluate(
         "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
         "num_envs": num_envs,
         "seed": seed,
+        "knob_overrides": dict(knobs or {}),
         "control_dt": env.ctx.dt,
         "eval_sec": {phase: round(seconds, 3) for phase, seconds in spent.items()},
     }
@@ -514,6 +525,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--force", action="store_true", help="replace summaries an earlier eval wrote")
     parser.add_argument("--episode-s", type=float, default=None, help="episode length in seconds (default: task's)")
     parser.add_argument(
+        "--knobs",
+        nargs="+",
+        default=[],
+        metavar="task.KNOB=VALUE",
+        help="task knobs over the policy's own (train --cfg lists a task's): the policy judged on a variant of it",
+    )
+    parser.add_argument(
         "--suite",
         nargs="+",
         default=["nominal"],
@@ -531,6 +549,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
     try:
+        common["knobs"] = task_knob_values(args.knobs)
         suites = list(dict.fromkeys(args.suite))
         if "all" in args.suite:
             first = args.checkpoint[0] if args.checkpoint else None

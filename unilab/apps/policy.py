@@ -47,10 +47,14 @@ class PolicySource(NamedTuple):
         return onnx_policy(self.path, env, self.task)
 
 
-def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) -> PolicySource:
+def policy_source(
+    checkpoint: Path | None, onnx: Path | None, task: str | None, knobs: dict[str, Any] | None = None
+) -> PolicySource:
     """The policy file, loaded where it is a checkpoint, with the task to run it on and that task's env overrides
-    (noise off, the run's motion file and task knobs). The task defaults to the one the policy was trained on: from the
-    checkpoint's config, or from the metadata ``train`` writes into ``policy.onnx``."""
+    (noise off, the run's motion file and task knobs, then ``knobs`` over them: a policy judged on a variant of its
+    task, or a checkpoint of a run that recorded only its command line's knobs judged on the defaults it trained on).
+    The task defaults to the one the policy was trained on: from the checkpoint's config, or from the metadata
+    ``train`` writes into ``policy.onnx``."""
     if (checkpoint is None) == (onnx is None):
         raise InputError("give exactly one of a checkpoint or an onnx policy")
     path = Path(checkpoint if checkpoint is not None else onnx)
@@ -66,19 +70,23 @@ def policy_source(checkpoint: Path | None, onnx: Path | None, task: str | None) 
     if saved_task.get("name") == task:
         # The task as it was trained: its knobs change actions (a reach), physics (buffers, layouts) and what ends an
         # episode (a fall rule), so a policy judged without them is judged on another task.
-        knobs = saved_task.get("knobs") or {}
+        saved = saved_task.get("knobs") or {}
         try:
-            check_knobs(task, knobs)
+            check_knobs(task, saved)
         except ValueError as exc:
             raise InputError(f"{path}: {exc}") from None
-        overrides.update(knobs)
+        overrides.update(saved)
         if saved_task.get("motion_file"):
             try:
                 motion_files(saved_task["motion_file"])
             except FileNotFoundError as exc:
                 raise InputError(f"the motion the policy was trained on is gone: {exc}") from None
             overrides["motion_file"] = saved_task["motion_file"]
-    return PolicySource(path, ckpt, cfg, task, overrides)
+    try:
+        check_knobs(task, knobs or {})
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return PolicySource(path, ckpt, cfg, task, {**overrides, **(knobs or {})})
 
 
 def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: str) -> Policy:

@@ -4,6 +4,7 @@ Go1's rough walk weighs it when asked (``task.stumble``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import mujoco
@@ -17,10 +18,14 @@ from unilab.apps.compose import compose_config
 from unilab.core import rng as rnglib
 from unilab.envs.config import task_model
 from unilab.mdp import rewards
+from unilab.robots import go1
 from unilab.sim.contact_sensors import add_ground_force_sensors, ground_force_sensor
-from unilab.tasks.go1_walk_rough.config import FEET, STUMBLE_RATIO
+from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import make_functional_env, make_task
+from unilab.tasks.walking import STUMBLE_RATIO
+
+FEET = go1.ROBOT.foot_geoms
 
 
 def _stumbles(*forces: list[float]) -> float:
@@ -111,3 +116,11 @@ def test_a_go1_standing_on_level_ground_does_not_stumble(sim: str) -> None:
         feet = torch.stack([state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(f)]] for f in FEET])
         loaded = torch.maximum(loaded, feet[..., 2].abs().amin(0))
     assert (loaded > 1.0).all()  # every foot bore weight at some step: the sensors read the ground
+
+
+def test_a_walk_cannot_weigh_the_stumbles_of_feet_it_has_no_geoms_for() -> None:
+    weights = {**WALK.weights, "penalty_feet_stumble": -1.0}
+    with pytest.raises(ValueError, match="penalty_feet_stumble needs the feet's collision geoms"):
+        dataclasses.replace(WALK, robot=dataclasses.replace(go1.ROBOT, foot_geoms=()), weights=weights)
+    with pytest.raises(ValueError, match="robot go1: 4 feet but foot_geoms has another count"):
+        dataclasses.replace(go1.ROBOT, foot_geoms=FEET[:2])

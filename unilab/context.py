@@ -61,7 +61,8 @@ class RobotConfig:
     centre-of-mass randomisation. ``foot_sites`` name the feet and ``foot_pos_sensors`` their world positions, in
     the same order; ``foot_quat_sensors`` their orientations where the feet are flat enough to have one, and
     ``foot_linvel_sensors`` their world-frame linear velocities (``framelinvel``) where a walk weighs how fast a foot
-    moves at what height.
+    moves at what height; ``foot_geoms`` their collision geoms where a foot is one, for a walk that weighs how the
+    ground pushes a foot.
     ``gyro_sensor``, ``upvector_sensor`` and ``linvel_sensor`` name the trunk's angular velocity, z axis in world and
     body-frame linear velocity. ``mirror_joint_index``/``mirror_joint_sign`` mirror a joint vector left-right
     (``mirrored[i] = x[index[i]] * sign[i]``) and ``mirror_foot_index`` the feet.
@@ -87,6 +88,7 @@ class RobotConfig:
     action_scale: float | tuple[float, ...] = 1.0
     foot_quat_sensors: tuple[str, ...] = ()
     foot_linvel_sensors: tuple[str, ...] = ()
+    foot_geoms: tuple[str, ...] = ()
     payload_body: str | None = None
 
     def __post_init__(self) -> None:
@@ -109,6 +111,8 @@ class RobotConfig:
             per_foot["foot_quat_sensors"] = self.foot_quat_sensors
         if self.foot_linvel_sensors:
             per_foot["foot_linvel_sensors"] = self.foot_linvel_sensors
+        if self.foot_geoms:
+            per_foot["foot_geoms"] = self.foot_geoms
         for field_name, values in per_foot.items():
             if len(values) != len(self.foot_sites):
                 raise ValueError(f"robot {self.name}: {len(self.foot_sites)} feet but {field_name} has another count")

@@ -38,7 +38,7 @@ from unilab.managers.terms import (
 from unilab.mdp import actions, commands, curricula, events, observations, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.sim import SimConfig
-from unilab.sim.contact_sensors import ground_contact_sensor
+from unilab.sim.contact_sensors import ground_contact_sensor, ground_force_sensor
 from unilab.tasks.randomization import Randomization, randomize
 from unilab.terrain import TerrainConfig, generate
 from unilab.terrain.heightmap import HeightMap
@@ -57,10 +57,14 @@ REWARDS = (
     "penalty_feet_ori",
     "penalty_feet_clearance",
     "penalty_touchdown_clearance",
+    "penalty_feet_stumble",
     "feet_phase",
     "alive",
 )
 """The walk's reward terms, in the order they are summed; a spec weights any subset of them."""
+STUMBLE_RATIO = 5.0
+"""A foot stumbles where the ground pushes it more than this many times as hard sideways as vertically: it struck a
+riser rather than stood on a tread (legged_gym's stumble rule and ratio)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class WalkSpec:
             raise ValueError(f"walk {self.name}: penalty_feet_ori needs foot orientation sensors")
         if "penalty_feet_clearance" in self.weights and not self.robot.foot_linvel_sensors:
             raise ValueError(f"walk {self.name}: penalty_feet_clearance needs foot velocity sensors")
+        if "penalty_feet_stumble" in self.weights and not self.robot.foot_geoms:
+            raise ValueError(f"walk {self.name}: penalty_feet_stumble needs the feet's collision geoms")
 
 
 def joint_mirror(robot: RobotConfig) -> Mirror:
@@ -146,6 +152,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         **heights,
     }
     lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
+    stumble = {"force_sensors": tuple(ground_force_sensor(geom) for geom in robot.foot_geoms), "ratio": STUMBLE_RATIO}
     terms = {
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
         "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro, "sigma": 0.25}, False),
@@ -155,6 +162,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         "pose": (rewards.joint_pose_weighted_l2, {"weights": torch.tensor(spec.pose_weights)}, True),
         "penalty_feet_ori": (rewards.quat_xy_l2, {"quat_sensors": robot.foot_quat_sensors}, True),
         "penalty_feet_clearance": (rewards.feet_clearance_by_speed, clearance, True),
+        "penalty_feet_stumble": (rewards.feet_stumble, stumble, True),
         "feet_phase": (rewards.feet_phase_height_exp, {**feet, **heights, "sigma": gait.sigma}, False),
         "alive": (rewards.alive, {}, False),
     }
@@ -267,6 +275,7 @@ def make_walk(
         penalty_scale_key=("task", "penalty_scale"),
         terrain=None if rough is None else rough.terrain,
         ground_contact_bodies=() if rough is None else rough.ground_contact_ends,
+        ground_force_geoms=robot.foot_geoms if "penalty_feet_stumble" in spec.weights else (),
     )
     return task if randomization is None else randomize(task, randomization)
 

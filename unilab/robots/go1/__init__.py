@@ -95,6 +95,7 @@ ROBOT = RobotConfig(
     foot_sites=FOOT_SITES,
     foot_pos_sensors=tuple(f"{leg}_foot_pos" for leg in LEGS),
     foot_linvel_sensors=tuple(f"{leg}_foot_linvel" for leg in LEGS),
+    foot_geoms=tuple(f"{leg}_foot_collision" for leg in LEGS),
     gyro_sensor="trunk_gyro",
     upvector_sensor="trunk_upvector",
     linvel_sensor="trunk_local_linvel",

@@ -28,10 +28,7 @@ from unilab.envs.config import (
     TerrainLayout,
     TiltSpan,
 )
-from unilab.managers.terms import RewardTerm
-from unilab.mdp import rewards
 from unilab.robots import go1
-from unilab.sim.contact_sensors import ground_force_sensor
 from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.walking import RoughSpec, make_walk
@@ -75,11 +72,6 @@ FOOT_REACH = 0.1
 # the 10 cm reach, two seeds trained alone on the H200 passed the pit's top row at their last checkpoints, which no
 # variant without them had (docs/results.md).
 FEET_CLEARANCE = -2.0
-# ``task.stumble=W`` pays W for each foot the ground pushes more than five times as hard sideways as vertically
-# (legged_gym's stumble rule and ratio): a foot that struck a riser. With the clearance, most falls out of the pit
-# still came within 0.5 s of a strike, and feet struck risers in four episodes of five (docs/results.md, 324436f).
-FEET = tuple(f"{leg}_foot_collision" for leg in go1.LEGS)
-STUMBLE_RATIO = 5.0
 # ``task.falls=knees`` ends an episode when a knee comes within 2 cm of the ground under it. Climbing out of the pit,
 # the calves touched the steps in 38-49 % of the episodes; its knees bend backwards, so a Go1 climbing backwards leads
 # with them into the risers. ``task.touchdown_penalty`` pays for the knees below 4 cm under either rule.
@@ -149,25 +141,20 @@ def make_task(
     (``KNEES`` says why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` and ``KNEES`` say why there
     are two); ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the
     swing height (``FEET_CLEARANCE`` says why); ``stumble``, unless 0, weights a penalty on each foot pushed sideways
-    (``STUMBLE_RATIO`` says when)."""
+    (the comment by ``chosen`` says why)."""
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
     rough = dataclasses.replace(rough, tilt_span=tilt_span)
     if falls == "knees":
         rough = dataclasses.replace(rough, touchdown_ends_episode=True, ground_contact_ends=())
     robot = dataclasses.replace(go1.ROBOT, action_scale=tuple(action_reach * s for s in go1.ACTION_SCALE))
-    chosen = {"penalty_touchdown_clearance": touchdown_penalty, "penalty_feet_clearance": feet_clearance}
+    # ``stumble`` pays for each foot that stumbles (``unilab.tasks.walking.STUMBLE_RATIO``): a foot that struck a riser.
+    # With the clearance, most falls out of the pit still came within 0.5 s of a strike, and feet struck risers in four
+    # episodes of five (docs/results.md, 324436f).
+    chosen = {
+        "penalty_touchdown_clearance": touchdown_penalty,
+        "penalty_feet_clearance": feet_clearance,
+        "penalty_feet_stumble": stumble,
+    }
     weights = {**WALK.weights, **{name: weight for name, weight in chosen.items() if weight}}
     walk = dataclasses.replace(WALK, robot=robot, weights=weights)
-    task = make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")
-    return task if not stumble else _with_stumble(task, stumble)
-
-
-def _with_stumble(task: TaskConfig, weight: float) -> TaskConfig:
-    """``task`` paying ``weight`` per stumbling foot, among its penalties (before the gait reward and ``alive``),
-    scaled by the penalty curriculum as they are; each foot gets a sensor of its net force with the ground."""
-    params = {"force_sensors": tuple(ground_force_sensor(geom) for geom in FEET), "ratio": STUMBLE_RATIO}
-    term = RewardTerm(rewards.feet_stumble, weight, params, curriculum_scaled=True)
-    terms = list(task.rewards.items())
-    at = [name for name, _ in terms].index("feet_phase")
-    ordered = dict([*terms[:at], ("penalty_feet_stumble", term), *terms[at:]])
-    return dataclasses.replace(task, rewards=ordered, ground_force_geoms=FEET)
+    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")

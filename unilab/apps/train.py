@@ -20,7 +20,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from torchrl_ext.distributed import RankLost
 from unilab.apps.args import fail, shell_command
 from unilab.apps.catalog import cuda_available
-from unilab.apps.compose import compose_config, task_knobs
+from unilab.apps.compose import compose_config
 from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
 from unilab.core.files import DiskFullError
 from unilab.envs.runner import NonFiniteError
@@ -195,11 +195,11 @@ def overrides_help(cfg: TrainConfig) -> str:
 
 def applying_config(cfg: TrainConfig) -> dict:
     """``cfg`` as ``train --cfg`` prints it: without the ``task.*`` keys its task does not take (the schema holds
-    every task's, since tasks are a registry), and with the task's own knobs as ``task.<knob>`` is spelt."""
+    every task's, since tasks are a registry), and with the task's own knobs (``compose_config`` gives them all) as
+    ``task.<knob>`` is spelt."""
     tree = OmegaConf.to_container(OmegaConf.structured(cfg))
     accepted = override_names(cfg.task.name) | {"name"}
-    knobs = {knob: cfg.task.knobs.get(knob, default) for knob, default in task_knobs(cfg.task.name).items()}
-    tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted} | knobs
+    tree["task"] = {key: value for key, value in tree["task"].items() if key in accepted} | cfg.task.knobs
     return tree
 
 

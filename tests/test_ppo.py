@@ -226,16 +226,27 @@ def test_bad_ppo_config_is_one_line_before_any_work(override: str, message: str)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_walk_flat_rand", "g1_walk_rough"])
-def test_the_g1_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: str) -> None:
+# Per walk: its PPO tuning's envs and action-rate weight, the walk's own weight, and the experiment giving mjlab's back.
+WALK_TUNINGS = {
+    "g1_walk_flat": (8192, -0.5, -4.0, "g1_ppo_mjlab"),
+    "g1_walk_flat_rand": (8192, -0.5, -4.0, "g1_ppo_mjlab"),
+    "g1_walk_rough": (8192, -0.5, -4.0, "g1_ppo_mjlab"),
+    "go1_walk_flat": (4096, -0.125, -1.0, "go1_ppo_mjlab"),
+    "go1_walk_rough": (4096, -0.125, -1.0, "go1_ppo_mjlab"),
+}
+
+
+@pytest.mark.parametrize("task", sorted(WALK_TUNINGS))
+def test_the_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: str) -> None:
+    envs, rate, own_rate, experiment = WALK_TUNINGS[task]
     own_weight = make_task(task).rewards["penalty_action_rate"].weight
     tuned = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp"])
-    assert (tuned.algo.num_envs, tuned.algo.init_noise_std) == (8192, 0.25)
-    assert tuned.task.reward_weights == {"penalty_action_rate": -0.5} and own_weight == -4.0
+    assert (tuned.algo.num_envs, tuned.algo.init_noise_std) == (envs, 0.25)
+    assert tuned.task.reward_weights == {"penalty_action_rate": rate} and own_weight == own_rate
     assert (
-        make_task(tuned.task.name, **task_overrides(tuned)).rewards["penalty_action_rate"].weight == -0.5
+        make_task(tuned.task.name, **task_overrides(tuned)).rewards["penalty_action_rate"].weight == rate
     )  # what the env is built with
-    mjlab = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", "+experiment=g1_ppo_mjlab"])
+    mjlab = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", f"+experiment={experiment}"])
     assert (mjlab.algo.num_envs, mjlab.algo.init_noise_std) == (4096, PPOConfig().init_noise_std) == (4096, 1.0)
     assert make_task(mjlab.task.name, **task_overrides(mjlab)).rewards["penalty_action_rate"].weight == own_weight
     typed = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", "task.reward_weights.penalty_action_rate=-2"])

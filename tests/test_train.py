@@ -297,7 +297,10 @@ def test_a_log_dir_holding_a_run_is_refused_and_left_untouched(tmp_path: Path, c
         ("algo.learning_starts=1000", "algo.learning_starts=1000 is larger than algo.replay_buffer_n"),
         ("task=g1_fly", "unknown task 'g1_fly'; known tasks: g1_motion_tracking, g1_walk_flat"),
         ("algo=td3", "unknown algo 'td3'; known algos: sac, flashsac, ppo"),
-        ("+experiment=fast", "unknown experiment 'fast'; known experiments: g1_ppo_mjlab, motion_library"),
+        (
+            "+experiment=fast",
+            "unknown experiment 'fast'; known experiments: g1_ppo_mjlab, go1_ppo_mjlab, motion_library",
+        ),
         ("training.play_seconds=0", "training.play_seconds must be in (0, 600], got 0.0"),
         ("training.play_seconds=1e9", "training.play_seconds must be in (0, 600], got 1000000000.0"),
         ("algo.compile=maybe", "algo.compile: Value 'maybe' is not a valid bool"),

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from unilab.apps.compose import compose_config
-from unilab.apps.eval import format_table, main, meets_thresholds, rollout, score, series_name, summary_name
+from unilab.apps.eval import format_table, main, rollout, score, series_name, summary_name
 from unilab.apps.train import run
+from unilab.apps.verdicts import meets_thresholds
 from unilab.core.math import quat_angle
 from unilab.core.rng import make_rng
 from unilab.tasks import registry

@@ -31,6 +31,7 @@ from unilab.apps.eval import (
 from unilab.apps.eval import main as eval_main
 from unilab.apps.terrain_suites import TERRAIN_SUITES
 from unilab.apps.train import run
+from unilab.apps.verdicts import rate_interval
 from unilab.core import rng as rnglib
 from unilab.mdp import curricula, events, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
@@ -339,6 +340,12 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     assert [row["num_envs"] for row in stairs["terrain_rows"].values()] == [2] * 10
     hardest = stairs["terrain_rows"]["row_9"]
     assert stairs["fall_rate"] == hardest["fall_rate"]
+    # the verdict's rates are shares of the hardest row's two robots, and their interval is that wide
+    assert stairs["judged_envs"] == 2 and results["nominal"]["judged_envs"] == 20
+    low, high = rate_interval(stairs["fall_rate"], 2)
+    assert stairs["intervals"] == {"fall_rate": [round(low, 6), round(high, 6)]} and stairs["unsettled"] == [
+        "fall_rate"
+    ]
     # which commands the hardest row's robots followed, and what ended the episodes of those that fell
     assert stairs["falls_by_command"] == hardest["falls_by_command"] and stairs["ended_by"] == hardest["ended_by"]
     assert sum(kind["num_envs"] for kind in hardest["falls_by_command"].values()) == 2

@@ -41,6 +41,7 @@ from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
 from unilab.apps.terrain_suites import TERRAIN_SUITES, terrain_of_suite
+from unilab.apps.verdicts import judged_groups, meets_thresholds, rate_intervals, unsettled, verdict_line
 from unilab.envs.config import task_model
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
@@ -48,7 +49,6 @@ from unilab.run.progress import announce, bar
 from unilab.run.run_dir import write_json_atomic
 from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import build_env, list_tasks, make_task
-from unilab.tasks.task import Threshold
 
 
 def summary_name(source: Path | str, suite: str = "nominal") -> str:
@@ -233,12 +233,15 @@ def evaluate(
         "iteration": ckpt.get("iteration") if ckpt is not None else None,
         "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
         "num_envs": num_envs,
+        "judged_envs": head.get("judged_envs", num_envs),
         "seed": seed,
         "knob_overrides": dict(knobs or {}),
         "control_dt": env.ctx.dt,
         "eval_sec": {phase: round(seconds, 3) for phase, seconds in spent.items()},
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
+    result["intervals"] = rate_intervals(task, result)
+    result["unsettled"] = unsettled(task, result)
     target = output_path(path, out, summary_name(path, suite))
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
@@ -337,7 +340,8 @@ def hardest_row_first(scored: dict[str, Any]) -> dict[str, Any]:
     rows = scored["terrain_rows"]
     hardest = rows[max(rows, key=lambda row: int(row.removeprefix("row_")))]
     overall = {k: v for k, v in scored.items() if k != "terrain_rows"}
-    return {**{k: v for k, v in hardest.items() if k != "num_envs"}, "terrain_rows": rows, "all_rows": overall}
+    head = {k: v for k, v in hardest.items() if k != "num_envs"}
+    return {**head, "judged_envs": hardest["num_envs"], "terrain_rows": rows, "all_rows": overall}
 
 
 def suites_of(task: str) -> list[str]:
@@ -351,36 +355,6 @@ def suites_of(task: str) -> list[str]:
             continue
         applies.append(suite)
     return [*applies, *(TERRAIN_SUITES if make_task(task).terrain is not None else ())]
-
-
-def _meets(thresholds: Mapping[str, Threshold], figures: dict[str, Any]) -> bool:
-    passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
-    return all(metric in figures and passes[op](figures[metric], bound) for metric, (op, bound) in thresholds.items())
-
-
-def judged_groups(task: str, result: dict[str, Any]) -> dict[str, dict[str, bool]]:
-    """For each of the task's judged groupings in ``result``'s primary start: whether each group meets the
-    thresholds (a group without figures does not)."""
-    metrics = metrics_of(task)
-    section = result.get(result.get("primary_start"), result)  # with named starts, the groups sit in its section
-    return {
-        name: {group: _meets(metrics.thresholds, figures) for group, figures in section[name].items()}
-        for name in metrics.judged_groupings
-        if name in section
-    }
-
-
-def meets_thresholds(task: str, result: dict[str, Any]) -> bool | None:
-    """Whether ``result`` passes the task's thresholds, over all envs and in every group of the primary start's
-    judged groupings (None for a task that declares no thresholds). A policy that gave a non-finite action fails,
-    thresholds or not."""
-    if result.get("nonfinite_actions"):
-        return False
-    thresholds = metrics_of(task).thresholds
-    if not thresholds:
-        return None
-    groups = judged_groups(task, result)
-    return _meets(thresholds, result) and all(all(verdicts.values()) for verdicts in groups.values())
 
 
 def output_path(source: Path | str, out: Path | None, name: str) -> Path:
@@ -490,19 +464,6 @@ def breakdown_table(rows: dict[str, dict[str, Any]]) -> list[str]:
         fell, ended = _fell_of(figures.get("falls_by_command", {})), figures.get("ended_by", {})
         lines.append(line(row, [fell.get(k, "-") for k in kinds], [str(ended.get(c, "-")) for c in causes]))
     return lines
-
-
-def verdict_line(result: dict[str, Any]) -> str:
-    """The summary's verdict against the task's thresholds, each threshold with the figure it judged."""
-    thresholds = metrics_of(result["task"]).thresholds
-    if not thresholds:
-        return "  verdict: none (the task declares no thresholds)"
-    judged = []
-    for metric, (op, bound) in thresholds.items():
-        value = result.get(metric)
-        judged.append(f"{metric} {'missing' if value is None else f'{value:.4f}'} (needs {op} {bound:g})")
-    passed = meets_thresholds(result["task"], result)
-    return f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)})"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

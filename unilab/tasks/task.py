@@ -39,7 +39,8 @@ class EvalMetrics:
     state gives ``{group: (N,) bool mask}``, and eval scores each group's envs alone, under ``name``.
     ``judged_groupings`` names the groupings whose every group must meet the thresholds too (a tracker trained on
     a library must track each clip, not the library on average); a group that no env played fails, since nothing
-    shows it works.
+    shows it works. ``rates`` names the figures that are shares of the judged envs (each env one first episode),
+    for which eval gives an interval and says whether the envs were enough to judge them.
     """
 
     readings: Readings
@@ -48,6 +49,7 @@ class EvalMetrics:
     starts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     groups: Mapping[str, Groups] = field(default_factory=dict)
     judged_groupings: tuple[str, ...] = ()
+    rates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

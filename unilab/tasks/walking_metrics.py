@@ -108,7 +108,9 @@ def falls_by_command(command: torch.Tensor, failed: torch.Tensor) -> dict[str, d
     return out
 
 
-METRICS = EvalMetrics(readings, score, thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)})
+METRICS = EvalMetrics(
+    readings, score, thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.25)}, rates=("fall_rate",)
+)
 """A walking policy works when at most 5 % of robots fall and the mean velocity error is at most 0.25 m/s."""
 
 
@@ -132,6 +134,7 @@ ROUGH_METRICS = EvalMetrics(
     score,
     thresholds={"fall_rate": ("<=", 0.05), "lin_vel_error": ("<=", 0.30)},
     groups={"terrain_rows": terrain_rows},
+    rates=("fall_rate",),
 )
 """On rough ground the velocity bound is looser, 0.3 m/s, since a robot climbing a step slows down for it; the
 figures are also given for each terrain row."""

@@ -93,6 +93,7 @@ METRICS = EvalMetrics(
     starts={"from_start": {"start": "first_frame"}, "adaptive_start": {"start": "adaptive"}},
     groups={"per_clip": clip_groups},
     judged_groupings=("per_clip",),
+    rates=("survival_rate",),
 )
 """A tracking policy works when, started at the first frame of its clip, at least 90 % of robots reach the clip's
 last frame and their bodies stay within 0.10 m of the reference on average: over all envs and on every clip."""

@@ -1,0 +1,100 @@
+"""Whether an eval's figures meet its task's thresholds, and whether the envs it ran were enough to say so.
+
+A rate such as the fall rate is a share of the judged envs, each one first episode: a binomial proportion. With 100
+robots a row, 3 % and 8 % falls are within two standard errors of each other, so a verdict near the bound can flip
+between checkpoints on the draw alone. For each rate a threshold judges, eval states its 95 % Wilson score interval,
+which stays inside [0, 1] and is not empty at 0 % or 100 % as the normal approximation is, and calls the verdict
+unsettled where the bound lies inside it: more envs would settle it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from unilab.apps.rollout import metrics_of
+from unilab.tasks.task import Threshold
+
+Z_95 = 1.959964
+"""The standard normal quantile of a two-sided 95 % interval."""
+
+
+def rate_interval(rate: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``rate`` observed over ``n`` trials."""
+    if n <= 0:
+        return (0.0, 1.0)
+    z2n = z * z / n
+    centre = (rate + z2n / 2) / (1 + z2n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z2n / (4 * n)) / (1 + z2n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def rate_intervals(task: str, result: Mapping[str, Any]) -> dict[str, list[float]]:
+    """The interval of each rate a threshold of ``task`` judges, over ``result``'s judged envs."""
+    metrics = metrics_of(task)
+    n = int(result["judged_envs"])
+    return {
+        name: [round(bound, 6) for bound in rate_interval(float(result[name]), n)]
+        for name in metrics.rates
+        if name in metrics.thresholds and name in result
+    }
+
+
+def unsettled(task: str, result: Mapping[str, Any]) -> list[str]:
+    """The judged rates whose threshold lies inside their interval (``result["intervals"]``)."""
+    thresholds = metrics_of(task).thresholds
+    return [name for name, (low, high) in result.get("intervals", {}).items() if low <= thresholds[name][1] <= high]
+
+
+def _meets(thresholds: Mapping[str, Threshold], figures: Mapping[str, Any]) -> bool:
+    passes = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b}
+    return all(metric in figures and passes[op](figures[metric], bound) for metric, (op, bound) in thresholds.items())
+
+
+def judged_groups(task: str, result: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
+    """For each of the task's judged groupings in ``result``'s primary start: whether each group meets the
+    thresholds (a group without figures does not)."""
+    metrics = metrics_of(task)
+    section = result.get(result.get("primary_start"), result)  # with named starts, the groups sit in its section
+    return {
+        name: {group: _meets(metrics.thresholds, figures) for group, figures in section[name].items()}
+        for name in metrics.judged_groupings
+        if name in section
+    }
+
+
+def meets_thresholds(task: str, result: Mapping[str, Any]) -> bool | None:
+    """Whether ``result`` passes the task's thresholds, over all envs and in every group of the primary start's
+    judged groupings (None for a task that declares no thresholds). A policy that gave a non-finite action fails,
+    thresholds or not."""
+    if result.get("nonfinite_actions"):
+        return False
+    thresholds = metrics_of(task).thresholds
+    if not thresholds:
+        return None
+    groups = judged_groups(task, result)
+    return _meets(thresholds, result) and all(all(verdicts.values()) for verdicts in groups.values())
+
+
+def verdict_line(result: Mapping[str, Any]) -> str:
+    """The summary's verdict against the task's thresholds, each threshold with the figure it judged and, for a rate,
+    its interval; then which rates leave the verdict unsettled."""
+    thresholds = metrics_of(result["task"]).thresholds
+    if not thresholds:
+        return "  verdict: none (the task declares no thresholds)"
+    intervals = result.get("intervals", {})
+    judged = []
+    for metric, (op, bound) in thresholds.items():
+        value = result.get(metric)
+        figure = "missing" if value is None else f"{value:.4f}"
+        if metric in intervals:
+            low, high = intervals[metric]
+            figure += f", 95 % {low:.3f}-{high:.3f} over {result['judged_envs']} envs"
+        judged.append(f"{metric} {figure} (needs {op} {bound:g})")
+    passed = meets_thresholds(result["task"], result)
+    line = f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)})"
+    open_rates = result.get("unsettled", [])
+    if open_rates:
+        line += f"; unsettled: {', '.join(open_rates)} within its interval of the bound, judge on more envs"
+    return line

@@ -55,3 +55,29 @@ def test_tracking_judges_its_survival_the_same_way() -> None:
     (low, high) = rate_intervals("g1_motion_tracking", result)["survival_rate"]
     assert (low, high) == pytest.approx((0.81162, 0.96845), abs=1e-5)
     assert unsettled("g1_motion_tracking", {**result, "intervals": {"survival_rate": [low, high]}}) == ["survival_rate"]
+
+
+def test_a_series_says_whether_its_first_pass_was_settled(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from unilab.apps import eval as eval_app
+
+    figures = {1: pit(0.08, 1000), 2: pit(0.048, 1000), 3: pit(0.0, 1000)}
+
+    def evaluate(path, onnx, **kwargs):
+        iteration = int(path.stem.removeprefix("model_"))
+        result = figures[iteration]
+        return {
+            **result,
+            "checkpoint": str(path),
+            "iteration": iteration,
+            "train_wall_time_sec": 10.0 * iteration,
+            "meets_thresholds": meets_thresholds("go1_walk_rough", result),
+        }
+
+    monkeypatch.setattr(eval_app, "evaluate", evaluate)
+    series = eval_app.evaluate_series([tmp_path / f"model_{i}.pt" for i in (3, 1, 2)], out=tmp_path)
+    assert series["first_meeting_thresholds"] == {
+        "checkpoint": str(tmp_path / "model_2.pt"),
+        "iteration": 2,
+        "train_wall_time_sec": 20.0,
+        "unsettled": ["fall_rate"],
+    }

@@ -382,7 +382,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         "results": results,
         "first_meeting_thresholds": None
         if first is None
-        else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec")},
+        else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec", "unsettled")},
     }
     target = output_path(checkpoints[0], out, series_name(suite))
     write_json_atomic(target, series)

@@ -25,6 +25,7 @@ from tests.deploy_policies import export_tiny
 from unilab.apps.deploy import main
 from unilab.apps.eval import evaluate, rollout, score
 from unilab.apps.policy import onnx_policy
+from unilab.core.proportions import rate_interval
 from unilab.core.rng import make_rng
 from unilab.deploy import Policy
 from unilab.deploy.check import load_scene, run
@@ -136,6 +137,12 @@ def test_deploy_check_writes_its_summary_and_judges_it(tmp_path: Path, capsys: p
     assert saved["joint_limit_margin"]["joint"] in Policy(path).joint_names and saved["torque_margin"]["fraction"] <= 1
     assert 0 < saved["step_time_us"]["median"] <= saved["step_time_us"]["p99"]
     assert "verdict: " in out and "latency 0-20 ms, jitter +-2 ms" in out
+    # the fall rate's interval over the two episodes; unless both fell it holds the 5 % bound: no verdict settled
+    low, high = rate_interval(saved["fall_rate"], 2)
+    assert saved["intervals"] == {"fall_rate": [round(low, 6), round(high, 6)]}
+    assert saved["unsettled"] == (["fall_rate"] if low <= 0.05 <= high else [])
+    assert f", 95 % {low:.3f}-{high:.3f} over 2 episodes (needs <= 0.05)" in out
+    assert ("unsettled: fall_rate" in out) == bool(saved["unsettled"])
     with pytest.raises(SystemExit) as exit_info:
         main(args)  # the summary is there: replaced only when asked
     assert exit_info.value.code == 2 and "--force replaces it" in capsys.readouterr().err

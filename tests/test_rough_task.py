@@ -31,8 +31,8 @@ from unilab.apps.eval import (
 from unilab.apps.eval import main as eval_main
 from unilab.apps.terrain_suites import TERRAIN_SUITES
 from unilab.apps.train import run
-from unilab.apps.verdicts import rate_interval
 from unilab.core import rng as rnglib
+from unilab.core.proportions import rate_interval
 from unilab.mdp import curricula, events, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.robots import go1

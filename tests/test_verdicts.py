@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from unilab.apps.verdicts import meets_thresholds, rate_interval, rate_intervals, unsettled, verdict_line
+from unilab.apps.verdicts import meets_thresholds, rate_intervals, unsettled, verdict_line
+from unilab.core.proportions import rate_interval
 
 
 @pytest.mark.parametrize(

@@ -1,33 +1,18 @@
 """Whether an eval's figures meet its task's thresholds, and whether the envs it ran were enough to say so.
 
-A rate such as the fall rate is a share of the judged envs, each one first episode: a binomial proportion. With 100
-robots a row, 3 % and 8 % falls are within two standard errors of each other, so a verdict near the bound can flip
-between checkpoints on the draw alone. For each rate a threshold judges, eval states its 95 % Wilson score interval,
-which stays inside [0, 1] and is not empty at 0 % or 100 % as the normal approximation is, and calls the verdict
-unsettled where the bound lies inside it: more envs would settle it.
+For each rate a threshold judges (a share of the judged envs, each one first episode) eval states its 95 % interval
+(``unilab.core.proportions``) and calls the verdict unsettled where the bound lies inside it: more envs would settle
+it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from unilab.apps.rollout import metrics_of
+from unilab.core.proportions import holds, rate_interval
 from unilab.tasks.task import Threshold
-
-Z_95 = 1.959964
-"""The standard normal quantile of a two-sided 95 % interval."""
-
-
-def rate_interval(rate: float, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion ``rate`` observed over ``n`` trials."""
-    if n <= 0:
-        return (0.0, 1.0)
-    z2n = z * z / n
-    centre = (rate + z2n / 2) / (1 + z2n)
-    half = z * math.sqrt(rate * (1 - rate) / n + z2n / (4 * n)) / (1 + z2n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def rate_intervals(task: str, result: Mapping[str, Any]) -> dict[str, list[float]]:
@@ -44,7 +29,7 @@ def rate_intervals(task: str, result: Mapping[str, Any]) -> dict[str, list[float
 def unsettled(task: str, result: Mapping[str, Any]) -> list[str]:
     """The judged rates whose threshold lies inside their interval (``result["intervals"]``)."""
     thresholds = metrics_of(task).thresholds
-    return [name for name, (low, high) in result.get("intervals", {}).items() if low <= thresholds[name][1] <= high]
+    return [name for name, interval in result.get("intervals", {}).items() if holds(thresholds[name][1], interval)]
 
 
 def _meets(thresholds: Mapping[str, Threshold], figures: Mapping[str, Any]) -> bool:

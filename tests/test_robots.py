@@ -139,16 +139,20 @@ def test_three_iterations_of_training_complete_and_export_the_go1s_policy(go1_ru
     assert action.shape == (2, 12) and np.isfinite(action).all()
 
 
-@pytest.mark.parametrize("algo", ["flashsac", "ppo"])
-def test_the_other_algorithms_train_the_go1_for_three_iterations(tmp_path: Path, algo: str) -> None:
+@pytest.mark.parametrize(("algo", "sim"), [("flashsac", "mujoco"), ("ppo", "mujoco"), ("ppo", "mjwarp")])
+def test_the_other_algorithms_train_the_go1_for_three_iterations(tmp_path: Path, algo: str, sim: str) -> None:
     small = {
         "flashsac": ["algo.actor_width=32", "algo.critic_width=32", "algo.actor_blocks=1", "algo.critic_blocks=1"],
         "ppo": ["algo.num_steps_per_env=4", "algo.num_learning_epochs=1"],
     }
     extra = [f"algo={algo}", "task=go1_walk_flat", "algo.max_iterations=3", "training.export_onnx=false"]
-    summary = run(compose_config(tiny(tmp_path, "mujoco", *extra, *small[algo])))
+    summary = run(compose_config(tiny(tmp_path, sim, *extra, *small[algo])))
     data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert summary.status == "completed" and data["algo"] == algo and data["completed_iterations"] == 3
+    if algo == "ppo":  # the Go1's PPO tuning: its first noise and its action-rate weight
+        config = json.loads((tmp_path / "run" / "run_config.json").read_text())["config"]
+        assert config["algo"]["init_noise_std"] == 0.25
+        assert config["task"]["reward_weights"] == {"penalty_action_rate": -0.125}
 
 
 def test_the_rough_go1_evaluates_under_every_suite_the_terrain_ones_included(go1_runs) -> None:

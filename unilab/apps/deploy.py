@@ -20,8 +20,8 @@ from typing import Any
 
 from unilab.apps.args import ArgumentParser, InputError, check_output, fail
 from unilab.apps.outputs import OutputClaims
+from unilab.core import proportions
 from unilab.core.files import write_atomic
-from unilab.core.proportions import holds, rate_interval
 
 CHECK_PROG, EXPORT_PROG = "unilab deploy check", "unilab deploy export"
 RATES = ("fall_rate", "survival_rate")  # the check's figures that are shares of its episodes
@@ -77,27 +77,23 @@ def format_report(result: dict[str, Any]) -> str:
         f"  runtime step        median {step['median']:.0f} us, p99 {step['p99']:.0f} us",
         f"  verdict: {'PASS' if result['meets_thresholds'] else 'FAIL'} ({judged or 'no thresholds declared'})",
     ]
-    if result["unsettled"]:
-        open_rates = ", ".join(result["unsettled"])
-        lines[-1] += f"; unsettled: {open_rates} within its interval of the bound, run more episodes"
+    lines[-1] += proportions.unsettled_text(result["unsettled"], "run more episodes")
     if result["nonfinite_actions"]:
         lines.append(f"  non-finite actions: {result['nonfinite_actions']} (replaced by the default pose; fails)")
     return "\n".join(lines)
 
 
 def _interval_text(result: dict[str, Any], metric: str) -> str:
-    if metric not in result["intervals"]:
-        return ""
-    low, high = result["intervals"][metric]
-    return f", 95 % {low:.3f}-{high:.3f} over {result['episodes']} episodes"
+    interval = result["intervals"].get(metric)
+    return "" if interval is None else proportions.interval_text(interval, result["episodes"], "episodes")
 
 
 def judge_rates(result: dict[str, Any]) -> None:
     """Each judged rate's 95 % interval over the episodes (``intervals``), and those whose bound it holds
     (``unsettled``): with 16 episodes no verdict on a 5 % bound is settled."""
-    rates = [metric for metric in result["thresholds"] if metric in RATES]
-    result["intervals"] = {m: [round(x, 6) for x in rate_interval(result[m], result["episodes"])] for m in rates}
-    result["unsettled"] = [m for m in rates if holds(result["thresholds"][m][1], result["intervals"][m])]
+    judged = [metric for metric in result["thresholds"] if metric in RATES]
+    result["intervals"] = proportions.rate_intervals(result, judged, result["episodes"])
+    result["unsettled"] = proportions.unsettled(result["intervals"], result["thresholds"])
 
 
 def run_check(args: argparse.Namespace) -> dict[str, Any]:

@@ -11,25 +11,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from unilab.apps.rollout import metrics_of
-from unilab.core.proportions import holds, rate_interval
+from unilab.core import proportions
 from unilab.tasks.task import Threshold
 
 
 def rate_intervals(task: str, result: Mapping[str, Any]) -> dict[str, list[float]]:
     """The interval of each rate a threshold of ``task`` judges, over ``result``'s judged envs."""
     metrics = metrics_of(task)
-    n = int(result["judged_envs"])
-    return {
-        name: [round(bound, 6) for bound in rate_interval(float(result[name]), n)]
-        for name in metrics.rates
-        if name in metrics.thresholds and name in result
-    }
+    judged = [name for name in metrics.rates if name in metrics.thresholds]
+    return proportions.rate_intervals(result, judged, int(result["judged_envs"]))
 
 
 def unsettled(task: str, result: Mapping[str, Any]) -> list[str]:
     """The judged rates whose threshold lies inside their interval (``result["intervals"]``)."""
-    thresholds = metrics_of(task).thresholds
-    return [name for name, interval in result.get("intervals", {}).items() if holds(thresholds[name][1], interval)]
+    return proportions.unsettled(result.get("intervals", {}), metrics_of(task).thresholds)
 
 
 def _meets(thresholds: Mapping[str, Threshold], figures: Mapping[str, Any]) -> bool:
@@ -74,12 +69,8 @@ def verdict_line(result: Mapping[str, Any]) -> str:
         value = result.get(metric)
         figure = "missing" if value is None else f"{value:.4f}"
         if metric in intervals:
-            low, high = intervals[metric]
-            figure += f", 95 % {low:.3f}-{high:.3f} over {result['judged_envs']} envs"
+            figure += proportions.interval_text(intervals[metric], result["judged_envs"], "envs")
         judged.append(f"{metric} {figure} (needs {op} {bound:g})")
     passed = meets_thresholds(result["task"], result)
-    line = f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)})"
-    open_rates = result.get("unsettled", [])
-    if open_rates:
-        line += f"; unsettled: {', '.join(open_rates)} within its interval of the bound, judge on more envs"
-    return line
+    more = proportions.unsettled_text(result.get("unsettled", []), "judge on more envs")
+    return f"  verdict: {'PASS' if passed else 'FAIL'} ({', '.join(judged)}){more}"

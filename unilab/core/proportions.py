@@ -9,6 +9,8 @@ deployment check can use it too.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 Z_95 = 1.959964
 """The standard normal quantile of a two-sided 95 % interval."""
@@ -24,7 +26,23 @@ def rate_interval(rate: float, n: int, z: float = Z_95) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def holds(bound: float, interval: tuple[float, float] | list[float]) -> bool:
-    """Whether ``bound`` lies inside ``interval``: a verdict against it the trials cannot settle."""
+def rate_intervals(figures: Mapping[str, Any], rates: Iterable[str], n: int) -> dict[str, list[float]]:
+    """The interval over ``n`` trials of each of ``rates`` that ``figures`` holds, rounded as a summary stores it."""
+    return {name: [round(x, 6) for x in rate_interval(float(figures[name]), n)] for name in rates if name in figures}
+
+
+def unsettled(intervals: Mapping[str, Sequence[float]], thresholds: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The rates whose bound (``thresholds[name] = (op, bound)``) lies inside their interval: verdicts against them
+    the trials cannot settle."""
+    return [name for name, (low, high) in intervals.items() if low <= thresholds[name][1] <= high]
+
+
+def interval_text(interval: Sequence[float], n: int, trials: str) -> str:
+    """How a verdict line states a rate's interval (appended to the rate's figure)."""
     low, high = interval
-    return low <= bound <= high
+    return f", 95 % {low:.3f}-{high:.3f} over {n} {trials}"
+
+
+def unsettled_text(names: Sequence[str], remedy: str) -> str:
+    """How a verdict line ends when some of its rates are unsettled (empty when none is)."""
+    return f"; unsettled: {', '.join(names)} within its interval of the bound, {remedy}" if names else ""

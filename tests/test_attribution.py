@@ -204,3 +204,18 @@ def test_profile_of_a_small_sac_iteration_on_cuda(tmp_path, capsys: pytest.Captu
     # almost every kernel is launched inside some phase.
     assert len({phases[name]["runs"] for name in ("critic: forward", "critic: backward", "target")}) == 1
     assert phases["outside the phases"]["ms"] < 0.1 * sum(row["ms"] for row in phases.values())
+
+
+@pytest.mark.gpu
+def test_profile_of_a_small_ppo_iteration_on_cuda(capsys: pytest.CaptureFixture) -> None:
+    bench_main(["profile", "--workload", "ppo", "--num-envs", "256", "--replays", "5", "algo.compile=false"])
+    result = __import__("json").loads(capsys.readouterr().out.splitlines()[0])
+    graphs = result["graphs"]
+    assert list(graphs) == ["rollout", "update", "iteration"] and "update_phases" not in result
+    rollout, update = graphs["rollout"], graphs["update"]
+    assert any(family.startswith("physics") for family in rollout["families"]) and "matmul" in update["families"]
+    for row in (rollout, update):
+        assert row["kernels"] > 0 and 0 < row["busy_ms"] <= row["wall_ms"] * 1.05
+    step = result["rollout_per_env_step"]
+    assert step["env_steps"] == 24 and step["wall_ms"] == pytest.approx(rollout["wall_ms"] / 24)
+    assert 0 < result["physics_alone_ms"] < step["wall_ms"]

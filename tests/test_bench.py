@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_train import for_algo
 
-from unilab.apps import bench, cli
+from unilab.apps import bench, bench_profile, cli
 
 TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
@@ -193,8 +193,66 @@ def test_profile_builds_the_task_an_override_names(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(registry, "make_functional_env", refuse)
     with pytest.raises(RuntimeError, match="stop before any env"):
-        bench.bench_profile("sac", 2048, 1, ["task=g1_walk_rough", "task.njmax=400"])
+        bench_profile.bench_profile("sac", 2048, 1, ["task=g1_walk_rough", "task.njmax=400"])
     assert built == ["g1_walk_rough"]
+
+
+@pytest.mark.parametrize(("workload", "task"), [("ppo", "g1_walk_rough"), ("ppo_rough", "g1_walk_flat")])
+def test_profile_builds_the_on_policy_trainer_for_the_task_an_override_names(
+    monkeypatch: pytest.MonkeyPatch, workload: str, task: str
+) -> None:
+    """A PPO workload is profiled on the trainer a PPO run trains with, for the task an override names."""
+    import unilab.tasks.registry as registry
+    import unilab.train.on_policy as on_policy
+    from unilab.train.ppo.config import PPOConfig
+
+    built: list[object] = []
+
+    def env_of(name: str, **_: object) -> str:
+        built.append(name)
+        return f"{name} env"
+
+    def refuse(env: str, cfg: PPOConfig) -> None:
+        built.append((env, cfg.name))
+        raise RuntimeError("stop before any trainer")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(registry, "make_functional_env", env_of)
+    monkeypatch.setattr(on_policy, "OnPolicyTrainer", refuse)
+    with pytest.raises(RuntimeError, match="stop before any trainer"):
+        bench_profile.bench_profile(workload, 2048, 1, [f"task={task}"])
+    assert built == [task, (f"{task} env", "ppo")]
+
+
+@pytest.mark.parametrize("workload", ["ppo", "ppo_rough"])
+def test_profile_takes_the_ppo_workloads_and_gives_the_rollout_per_env_step(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, workload: str
+) -> None:
+    asked: list[tuple] = []
+
+    def profiled(*args: object) -> dict:
+        asked.append(args)
+        rollout = {"wall_ms": 48.0, "busy_ms": 24.0, "kernels": 2400.0}
+        return {
+            "graphs": {"iteration": {"wall_ms": 60.0}},
+            "iteration_order": "rollout, then its update",
+            "rollout_per_env_step": bench_profile.per_env_step(rollout, 24),
+            "physics_alone_ms": 1.5,
+        }
+
+    monkeypatch.setattr(bench_profile, "bench_profile", profiled)
+    bench.main(["profile", "--workload", workload, "--num-envs", "64", "algo.num_steps_per_env=24"])
+    lines = capsys.readouterr().out.splitlines()
+    assert asked == [(workload, 64, 50, ["algo.num_steps_per_env=24"])]
+    assert json.loads(lines[0])["rollout_per_env_step"] == {
+        "env_steps": 24,
+        "wall_ms": 2.0,
+        "busy_ms": 1.0,
+        "kernels": 100.0,
+    }
+    assert "| **iteration** (rollout, then its update) | wall 60.000 ms | | |" in lines
+    assert "| rollout, per env step (1/24 of the graph) | wall 2.000 ms, busy 1.000 ms | 100 | |" in lines
+    assert "| physics alone (`bench physics`, captured) | wall 1.500 ms | | |" in lines
 
 
 def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:

@@ -1,23 +1,24 @@
 """``unilab bench profile``: where a training iteration's GPU time goes, graph by graph and kernel family by family.
 
-The trainer's iteration is three CUDA graphs (env step, replay write, update block). Once ``bench profile`` has
-built a canonical workload's trainer and let it record its graphs (``unilab.apps.bench.bench_profile``), this
+An off-policy trainer's iteration is three CUDA graphs (env step, replay write, update block), an on-policy
+trainer's two (a rollout of several env steps, update block). Once ``bench profile`` has built a canonical
+workload's trainer and let it record its graphs (``unilab.apps.bench_profile``), this
 
-1. times each graph replayed on its own, and the iteration as training runs it (the env step beside the
-   previous updates), with CUDA events;
+1. times each graph replayed on its own, and the iteration as training runs it (off-policy: the env step beside
+   the previous updates; on-policy: the rollout, then its update), with CUDA events;
 2. lists the kernels each graph runs with ``torch.profiler``, which sees the kernels inside a graph launch, and
    sums them by family: MuJoCo Warp's physics stages (by the module that defines each kernel), matrix
    multiplies, Inductor's fused Triton kernels, optimiser kernels and torch's own kernels, by name.
 
-3. runs the update block once more without its graph, so that the learner's profiler ranges (critic, actor and
-   temperature: forward, backward, optimiser; the target update) exist on the host, and books each of its
-   kernels to the range that launched it: the same kernels the graph replays, by phase.
+3. off-policy only: runs the update block once more without its graph, so that the learner's profiler ranges
+   (critic, actor and temperature: forward, backward, optimiser; the target update) exist on the host, and books
+   each of its kernels to the range that launched it: the same kernels the graph replays, by phase.
 
 Busy time is the union of the kernels' intervals. A graph whose busy time is well under its wall time is
 bound by launch latency and dependencies rather than by arithmetic. One blind spot: CUPTI traces only the
 first pass of a conditional while node, so the MuJoCo Warp solver's later iterations are missing from the
 kernel counts and busy times (never from the wall times). ``physics_alone_ms`` (``bench physics``, captured)
-says how long the physics takes by itself.
+says how long the physics takes by itself; a rollout's figures per env step are in the same unit.
 """
 
 from __future__ import annotations
@@ -260,8 +261,9 @@ def profile_graphs(
 
 
 def attribution_table(result: dict) -> str:
-    """Markdown: each graph's totals, then its kernel families by time; the update block's kernels by phase; last
-    the iteration as training runs it."""
+    """Markdown: each graph's totals, then its kernel families by time; the update block's kernels by phase; the
+    iteration as training runs it; a rollout's share of one env step, then the physics' step alone to set it
+    beside."""
     lines = ["| graph | family | kernels / replay | kernel ms / replay |", "|---|---|---|---|"]
     graphs = result["graphs"]
     for name, row in graphs.items():
@@ -279,7 +281,14 @@ def attribution_table(result: dict) -> str:
         if row["kernels"]:
             runs = f" (x{row['runs']:g})" if row["runs"] else ""
             lines.append(f"| update, by phase | {name}{runs} | {row['kernels']:.1f} | {row['ms']:.3f} |")
-    lines.append(f"| **iteration** (env step beside the updates) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
+    order = result.get("iteration_order", "as training runs it")
+    lines.append(f"| **iteration** ({order}) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
+    step = result.get("rollout_per_env_step")
+    if step is not None:
+        lines.append(
+            f"| rollout, per env step (1/{step['env_steps']} of the graph) | wall {step['wall_ms']:.3f} ms, "
+            f"busy {step['busy_ms']:.3f} ms | {step['kernels']:.0f} | |"
+        )
     if result.get("physics_alone_ms") is not None:
         lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
     lines += ["", "| graph | longest kernels | ms / replay |", "|---|---|---|"]

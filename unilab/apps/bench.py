@@ -16,15 +16,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
 import torch
 
 from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
+from unilab.apps.bench_profile import add_profile_options, run_profile
 from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
 from unilab.apps.early import GROUPS
+from unilab.apps.workloads import CANONICAL_OVERRIDES, CANONICAL_WORKLOADS
 from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.run.progress import announce
@@ -235,25 +237,6 @@ def bench_drift(task: str, sim: str, num_envs: int, steps: int, device: str | No
     }
 
 
-# The canonical workloads (docs/benchmarks.md): the runs whose tail rate is the acceptance metric.
-CANONICAL_WORKLOADS = {
-    "sac": ["--algo", "sac", "--task", "g1_walk_flat"],
-    "flashsac": ["--algo", "flashsac", "--task", "g1_motion_tracking"],
-    "sac_rough": ["--algo", "sac", "--task", "g1_walk_rough"],
-    # One iteration is a rollout of 24 steps of every env and its 5 x 4 minibatch updates.
-    "ppo": ["--algo", "ppo", "--task", "g1_walk_flat"],
-    "ppo_rough": ["--algo", "ppo", "--task", "g1_walk_rough"],
-}
-# The workloads ``bench profile`` can take apart: it books the update's kernels to the off-policy update's phases.
-PROFILED_WORKLOADS = ("sac", "flashsac")
-CANONICAL_OVERRIDES = [
-    "algo.max_iterations=160",
-    "algo.num_envs=2048",
-    "training.no_play=true",
-    "training.export_onnx=false",
-]
-
-
 def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[str], log_root: Path) -> list[dict]:
     """Each repeat runs every workload once (interleaved, so a drifting machine affects all alike), each in its
     own process as a user would start it; ``overrides`` come after the canonical ones and win."""
@@ -318,57 +301,6 @@ def summarize_train(rows: list[dict]) -> list[dict]:
             }
         )
     return out
-
-
-def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
-    """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them."""
-    from unilab.apps.attribution import phase_profile, profile_graphs
-    from unilab.apps.compose import compose_config
-    from unilab.run.config import task_overrides
-    from unilab.tasks.registry import make_functional_env
-    from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
-
-    if not torch.cuda.is_available():
-        raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")
-    flags = CANONICAL_WORKLOADS[workload]
-    algo, task = flags[flags.index("--algo") + 1], flags[flags.index("--task") + 1]
-    cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
-    # the composed task: an override ``task=...`` replaces the workload's
-    env = make_functional_env(cfg.task.name, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
-    trainer = OffPolicyTrainer(env, cfg.algo)
-    while not trainer.ready:
-        trainer.collect()
-    for _ in range(3):  # the first records the replay-write and update graphs
-        trainer.collect()
-        trainer.update()
-
-    def iteration() -> None:
-        trainer.collect()
-        trainer.update()
-
-    graphs = {name: graph.replay for name, graph in trainer.graphs.items()}
-    result = profile_graphs(graphs, iteration, replays)
-    # The update block once more, launched eagerly so that its host ranges exist: the same kernels, by phase.
-    batch = trainer.replay.sample(trainer.learner.minibatch * cfg.algo.updates_per_step)
-    trainer.learner.profile_phases = True
-    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
-    # The env's own backend (the task's physics settings) stepping from the stand, on its terrain's tiles if it has
-    # one, in a graph of its own.
-    sim, terrain = env.sim, env.task.terrain
-    origins = None if terrain is None else torch.as_tensor(generate(terrain).origins.reshape(-1, 3))
-    (state, restand), ctrl = standing(sim, 0, origins), stand_ctrl(sim)
-    physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
-    physics_rate = rate(physics, replays, num_envs, env.device, restand)
-    return {
-        "bench": "profile",
-        "workload": workload,
-        "task": cfg.task.name,
-        "num_envs": num_envs,
-        "replays": replays,
-        "graphs": result,
-        "update_phases": phases,
-        "physics_alone_ms": 1000 * num_envs / physics_rate,
-    }
 
 
 # Default (--num-envs, --steps) per bench: on a GPU, training's sizes; on a CPU those take many minutes per
@@ -459,12 +391,7 @@ def _parser() -> ArgumentParser:
     train.add_argument("--sim", choices=BACKENDS, default=None)
     train.add_argument("--log-root", type=Path, default=None, help="run directories (default: a temporary one)")
     train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
-    prof = sub.add_parser("profile", help="kernels and busy time of each CUDA graph of a canonical iteration")
-    prof.add_argument("--workload", choices=PROFILED_WORKLOADS, default="sac")
-    prof.add_argument("--num-envs", type=int, default=2048)
-    prof.add_argument("--replays", type=int, default=50, help="replays per timing and per kernel trace")
-    prof.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
-    prof.add_argument("overrides", nargs="*", help="Hydra overrides applied after the workload's")
+    add_profile_options(sub.add_parser("profile", help="kernels and busy time of each CUDA graph of an iteration"))
     return parser
 
 
@@ -472,19 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.bench == "profile":
-        from unilab.apps.attribution import attribution_table
-
-        if args.num_envs < 1 or args.replays < 1:
-            parser.error(f"--num-envs and --replays must be >= 1, got {args.num_envs} and {args.replays}")
-        try:
-            result = bench_profile(args.workload, args.num_envs, args.replays, args.overrides)
-        except ValueError as exc:
-            parser.error(str(exc))
-        print(json.dumps(result), flush=True)
-        table = attribution_table(result)
-        print(table)
-        if args.out is not None:
-            args.out.write_text(table + "\n")
+        run_profile(parser, args)
         return
     sim = args.sim or default_backend()
     if args.bench == "train":

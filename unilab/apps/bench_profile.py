@@ -1,0 +1,139 @@
+"""``unilab bench profile``: a canonical workload's trainer, built as a training run builds it and iterated until its
+CUDA graphs are recorded, then each graph profiled (``unilab.apps.attribution``) beside the physics stepped alone.
+
+An off-policy workload (SAC, FlashSAC) records three graphs, the env step, the replay write and the update block;
+its update's kernels are also booked to the update's phases. An on-policy workload (PPO) records two, the rollout
+(``num_steps_per_env`` env steps of every env, acting and bookkeeping included) and the update block; the rollout's
+figures are also given per env step, so that they can be set beside ``physics_alone_ms``, the physics' step by
+itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from unilab.apps.args import ArgumentParser
+from unilab.apps.attribution import attribution_table, phase_profile, profile_graphs
+from unilab.apps.bench_timing import capture_replay, rate, stand_ctrl, standing
+from unilab.apps.workloads import CANONICAL_WORKLOADS, algo_and_task
+from unilab.terrain import generate
+
+if TYPE_CHECKING:
+    from unilab.envs.functional import FunctionalEnv
+    from unilab.train.ppo.config import PPOConfig
+    from unilab.train.settings import OffPolicySettings
+
+
+def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequence[str]) -> dict:
+    """Build the canonical ``workload``'s trainer on CUDA, run it until its graphs are recorded, and profile them.
+    The composed config picks the trainer: an override ``algo=...`` or ``task=...`` replaces the workload's."""
+    from unilab.apps.compose import compose_config
+    from unilab.run.config import task_overrides
+    from unilab.tasks.registry import make_functional_env
+
+    if not torch.cuda.is_available():
+        raise ValueError("bench profile needs a CUDA device: it times CUDA graphs and reads their kernels from CUPTI")
+    algo, task = algo_and_task(workload)
+    cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
+    env = make_functional_env(cfg.task.name, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
+    profile = profile_on_policy if cfg.algo.on_policy else profile_off_policy
+    return {
+        "bench": "profile",
+        "workload": workload,
+        "algo": cfg.algo.name,
+        "task": cfg.task.name,
+        "num_envs": num_envs,
+        "replays": replays,
+        **profile(env, cfg.algo, replays),
+        "physics_alone_ms": physics_alone_ms(env, replays),
+    }
+
+
+def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int) -> dict:
+    """The env step, replay write and update graphs; then the update block launched eagerly once more, so that its
+    host ranges exist: the same kernels, by phase."""
+    from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
+
+    trainer = OffPolicyTrainer(env, cfg)
+    while not trainer.ready:
+        trainer.collect()
+
+    def iteration() -> None:
+        trainer.collect()
+        trainer.update()
+
+    for _ in range(3):  # the first records the replay-write and update graphs
+        iteration()
+    graphs = profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
+    batch = trainer.replay.sample(trainer.learner.minibatch * cfg.updates_per_step)
+    trainer.learner.profile_phases = True
+    phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
+    order = "env step beside the updates" if cfg.overlap_updates else "env step, then the updates"
+    return {"graphs": graphs, "iteration_order": order, "update_phases": phases}
+
+
+def profile_on_policy(env: FunctionalEnv, cfg: PPOConfig, replays: int) -> dict:
+    """The rollout and update graphs, and the rollout's figures per env step of it."""
+    from unilab.train.on_policy import OnPolicyTrainer
+
+    trainer = OnPolicyTrainer(env, cfg)
+
+    def iteration() -> None:
+        trainer.collect()
+        trainer.update()
+
+    for _ in range(2):  # the first records the rollout and update graphs
+        iteration()
+    graphs = profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
+    return {
+        "graphs": graphs,
+        "iteration_order": "rollout, then its update",
+        "rollout_per_env_step": per_env_step(graphs["rollout"], cfg.num_steps_per_env),
+    }
+
+
+def per_env_step(row: dict, steps: int) -> dict:
+    """A rollout graph's wall time, busy time and kernels divided by the ``steps`` env steps it holds: one env step
+    of the rollout, acting and bookkeeping included, in the unit of ``physics_alone_ms``."""
+    return {"env_steps": steps, **{key: row[key] / steps for key in ("wall_ms", "busy_ms", "kernels")}}
+
+
+def physics_alone_ms(env: FunctionalEnv, replays: int) -> float:
+    """Milliseconds per step of the env's own backend (the task's physics settings) stepping from the stand, on its
+    terrain's tiles if it has one, in a graph of its own: what the env step's physics costs with nothing around it."""
+    sim, terrain = env.sim, env.task.terrain
+    origins = None if terrain is None else torch.as_tensor(generate(terrain).origins.reshape(-1, 3))
+    (state, restand), ctrl = standing(sim, 0, origins), stand_ctrl(sim)
+    physics = capture_replay(lambda: sim.step_(state, ctrl), env.device)
+    return 1000 * env.num_envs / rate(physics, replays, env.num_envs, env.device, restand)
+
+
+def add_profile_options(prof: argparse.ArgumentParser) -> None:
+    """The options of ``bench profile``."""
+    prof.add_argument("--workload", choices=list(CANONICAL_WORKLOADS), default="sac")
+    prof.add_argument("--num-envs", type=int, default=2048)
+    prof.add_argument("--replays", type=int, default=50, help="replays per timing and per kernel trace")
+    prof.add_argument("--out", type=Path, default=None, help="also write the Markdown table here")
+    prof.add_argument("overrides", nargs="*", help="Hydra overrides applied after the workload's")
+
+
+def run_profile(parser: ArgumentParser, args: argparse.Namespace) -> None:
+    """``bench profile``: its sizes checked, the workload profiled, then its JSON line and its Markdown table printed
+    (the table also written to ``--out``)."""
+    if args.num_envs < 1 or args.replays < 1:
+        parser.error(f"--num-envs and --replays must be >= 1, got {args.num_envs} and {args.replays}")
+    try:
+        result = bench_profile(args.workload, args.num_envs, args.replays, args.overrides)
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(json.dumps(result), flush=True)
+    table = attribution_table(result)
+    print(table)
+    if args.out is not None:
+        args.out.write_text(table + "\n")

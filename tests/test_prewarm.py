@@ -3,6 +3,7 @@ compile fills the caches with the graphs the run's own first update looks up."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -20,8 +21,9 @@ from unilab.apps.train import run
 from unilab.envs.layout import task_layout
 from unilab.envs.runner import EnvRunner
 from unilab.tasks.registry import make_functional_env, make_task
+from unilab.train import prewarm
 from unilab.train.off_policy import TRANSITION_KEYS
-from unilab.train.prewarm import UpdatePrewarm, zero_batch
+from unilab.train.prewarm import UpdatePrewarm, prewarm_key, record_path, zero_batch
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
@@ -47,12 +49,44 @@ def test_the_zero_batch_is_laid_out_as_the_replay_s_rows() -> None:
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Path) -> None:
     env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu")
-    payload = tmp_path / "payload.pkl"
-    payload.write_bytes(pickle.dumps((_algo(algo), env.spec())))
+    payload, record = tmp_path / "payload.pkl", tmp_path / "records" / "key"
+    payload.write_bytes(pickle.dumps((_algo(algo), env.spec(), record)))
     done = subprocess.run(
         [sys.executable, "-m", "unilab.train.prewarm", str(payload)], cwd=REPO, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    assert record.exists()  # what it compiled is recorded once the update ran
+
+
+def test_the_record_names_the_update_not_the_run() -> None:
+    spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
+    key = prewarm_key(_algo("sac"), spec)
+    assert prewarm_key(_algo("sac", "algo.seed=7", "algo.max_iterations=9", "algo.save_interval=3"), spec) == key
+    assert prewarm_key(_algo("sac", "algo.batch_size=32"), spec) != key
+    assert prewarm_key(_algo("flashsac"), spec) != key
+    assert prewarm_key(_algo("sac"), dataclasses.replace(spec, num_envs=8)) != key
+
+
+def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA with ``algo.compile`` a side process starts unless one recorded compiling the same update before."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    started = []
+    monkeypatch.setattr(prewarm.subprocess, "Popen", lambda command, **kw: started.append(command) or "process")
+    cfg = _algo("sac")
+    spec = dataclasses.replace(
+        make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec(), device=torch.device("cuda")
+    )
+    first = UpdatePrewarm.start(cfg, spec)
+    assert first is not None and len(started) == 1
+    _, _, record = pickle.loads(Path(started[0][-1]).read_bytes())
+    assert record == record_path(cfg, spec) and record.parent.parent == tmp_path
+    record.parent.mkdir(parents=True)
+    record.touch()  # what the side process does once its update ran
+    assert UpdatePrewarm.start(cfg, spec) is None and len(started) == 1
+    assert UpdatePrewarm.start(_algo("sac", "algo.seed=3"), spec) is None  # another seed: the same graphs
+    assert UpdatePrewarm.start(_algo("sac", "algo.batch_size=32"), spec) is not None and len(started) == 2
+    for command in started:
+        Path(command[-1]).unlink()  # the payloads the side processes that never ran would have removed
 
 
 def test_a_side_process_past_its_limit_is_ended(tmp_path: Path) -> None:

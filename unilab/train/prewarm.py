@@ -8,11 +8,20 @@ replay's rows fills them with the very entries the run looks up: the run's first
 (Dynamo, in its own process) and loads the rest from the caches. The side process shares nothing with the run but
 the cache root; it changes none of the run's state, and if it fails the run compiles as it would have.
 
+Once the caches hold an update's graphs, a side process for the same update only traces them again, and the run
+waits for it (seconds of every warm start). So a side process that succeeded leaves a record of what
+it compiled (``record_path``: a name derived from the torch version, the learners' and losses' sources and the
+settings and env layout the graphs depend on) in Inductor's cache folder, and a run that finds its record starts
+none. Clearing that cache clears the record; a record whose graphs were lost otherwise costs the run the compile
+it would have done without a side process.
+
 ``python -m unilab.train.prewarm PAYLOAD`` is the side process; ``UpdatePrewarm`` starts and waits for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import pickle
 import subprocess
@@ -24,6 +33,8 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
+import torchrl_ext
+import unilab.train
 from torchrl_ext.distributed import ALONE
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
@@ -55,6 +66,40 @@ def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
         torch.cuda.synchronize(spec.device)
 
 
+# Settings no graph of the update depends on: runs that differ only in these compile the same update.
+RUN_ONLY = ("max_iterations", "save_interval", "seed", "resume", "learning_starts", "replay_buffer_n")
+# Where the records of finished side processes go, under Inductor's cache folder.
+RECORDS = "unilab-prewarm"
+
+
+def _sources_digest() -> str:
+    """The learners' and losses' code (``unilab.train`` and ``torchrl_ext``): an edit to it may change the graphs."""
+    digest = hashlib.sha256()
+    for package in (unilab.train, torchrl_ext):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def prewarm_key(cfg: OffPolicySettings, spec: EnvSpec) -> str:
+    """A name for the update ``cfg``'s learner compiles on envs of ``spec``: equal for runs whose update graphs are
+    the same (the settings of ``RUN_ONLY`` aside), different when the torch version or the learners' code differ."""
+    settings = dataclasses.asdict(cfg)
+    for name in RUN_ONLY:
+        settings.pop(name, None)
+    parts = (torch.__version__, _sources_digest(), type(cfg).__qualname__, repr(sorted(settings.items())), repr(spec))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def record_path(cfg: OffPolicySettings, spec: EnvSpec) -> Path | None:
+    """Where a side process that compiled ``cfg``'s update for ``spec`` records it: in Inductor's cache folder (set
+    by ``unilab.core.cache_dirs.configure``), so that clearing the cache clears the record; None where it is unset."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return None if not folder else Path(folder) / RECORDS / prewarm_key(cfg, spec)
+
+
 # Longer than any compile of an update measured (FlashSAC's, cold, about a minute on the H200): a side process past it
 # is stuck, and the run is better off compiling its update itself.
 LIMIT_S = 600.0
@@ -70,12 +115,16 @@ class UpdatePrewarm:
     @classmethod
     def start(cls, cfg: OffPolicySettings, spec: EnvSpec) -> UpdatePrewarm | None:
         """The side process for ``cfg``'s learner on envs of ``spec``, where the learner compiles (on CUDA, with
-        ``algo.compile``); None elsewhere. It inherits the environment, so it shares the run's cache root."""
+        ``algo.compile``) and no earlier side process recorded compiling the same update; None elsewhere. It inherits
+        the environment, so it shares the run's cache root."""
         if not (cfg.compile and spec.device.type == "cuda"):
+            return None
+        record = record_path(cfg, spec)
+        if record is not None and record.exists():
             return None
         handle, name = tempfile.mkstemp(prefix="unilab-prewarm-", suffix=".pkl")
         with os.fdopen(handle, "wb") as file:
-            pickle.dump((cfg, spec), file)
+            pickle.dump((cfg, spec, record), file)
         command = [sys.executable, "-m", "unilab.train.prewarm", name]
         # Quiet: the run's own first update reports what compiled; a failure here costs the run nothing.
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -102,8 +151,11 @@ class UpdatePrewarm:
 def main(argv: list[str]) -> None:
     payload = Path(argv[0])
     with payload.open("rb") as file:
-        cfg, spec = pickle.load(file)  # written by UpdatePrewarm.start of this user's run, a moment ago
+        cfg, spec, record = pickle.load(file)  # written by UpdatePrewarm.start of this user's run, a moment ago
     compile_update(cfg, spec)
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.touch()
 
 
 if __name__ == "__main__":

@@ -66,3 +66,16 @@ def test_a_failed_eval_leaves_no_placeholder(run_copy: Path, capsys: pytest.Capt
         main(["--checkpoint", str(run_copy / "model_3.pt"), *FAST, "--task", "g1_motion_tracking"])
     assert "does not fit g1_motion_tracking" in capsys.readouterr().err
     assert sorted(path.name for path in run_copy.iterdir()) == ["model_2.pt", "model_3.pt"]
+
+
+def test_an_eval_on_task_knobs_keeps_a_summary_of_its_own(run_copy: Path) -> None:
+    """The same checkpoint judged on a variant of its task and then on its own: two summaries, neither refused."""
+    checkpoint = str(run_copy / "model_3.pt")
+    varied = main(["--checkpoint", checkpoint, *FAST, "--knobs", "task.noise_scale=0.5"])
+    plain = main(["--checkpoint", checkpoint, *FAST])
+    assert Path(varied["summary_path"]).name == summary_name("model_3.pt", knobs={"noise_scale": 0.5})
+    assert Path(varied["summary_path"]).name.startswith("eval_summary_model_3_knobs-")
+    assert Path(plain["summary_path"]).name == summary_name("model_3.pt")
+    assert json.loads(Path(varied["summary_path"]).read_text())["knob_overrides"] == {"noise_scale": 0.5}
+    assert json.loads(Path(plain["summary_path"]).read_text())["knob_overrides"] == {}
+    assert summary_name("model_3.pt", knobs={"noise_scale": 0.25}) != Path(varied["summary_path"]).name

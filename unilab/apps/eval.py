@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import json
 import math
 import sys
 import time
@@ -51,14 +53,23 @@ from unilab.tasks.randomization import Randomization, randomize
 from unilab.tasks.registry import build_env, list_tasks, make_task
 
 
-def summary_name(source: Path | str, suite: str = "nominal") -> str:
-    """The summary of one policy file under one suite: named after both, so the evals of a run's checkpoints, or of
-    one checkpoint under several suites, never write one file."""
-    return f"eval_summary_{Path(source).stem}{'' if suite == 'nominal' else f'_{suite}'}.json"
+def knobs_mark(knobs: Mapping[str, Any] | None) -> str:
+    """What a summary's name adds for an eval on task knobs over the policy's own (``--knobs``): eight hex digits of
+    the knobs, so that a policy judged on a variant of its task neither writes over nor is refused by its plain
+    summary (the knobs themselves are the summary's ``knob_overrides``)."""
+    if not knobs:
+        return ""
+    return "_knobs-" + hashlib.sha256(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:8]
 
 
-def series_name(suite: str = "nominal") -> str:
-    return f"eval_series{'' if suite == 'nominal' else f'_{suite}'}.json"
+def summary_name(source: Path | str, suite: str = "nominal", knobs: Mapping[str, Any] | None = None) -> str:
+    """The summary of one policy file under one suite (and task knobs): named after them, so the evals of a run's
+    checkpoints, or of one checkpoint under several suites or variants of its task, never write one file."""
+    return f"eval_summary_{Path(source).stem}{'' if suite == 'nominal' else f'_{suite}'}{knobs_mark(knobs)}.json"
+
+
+def series_name(suite: str = "nominal", knobs: Mapping[str, Any] | None = None) -> str:
+    return f"eval_series{'' if suite == 'nominal' else f'_{suite}'}{knobs_mark(knobs)}.json"
 
 
 # -- rollout ----------------------------------------------------------------------------------------------
@@ -242,7 +253,7 @@ def evaluate(
     result["meets_thresholds"] = meets_thresholds(task, result)
     result["intervals"] = rate_intervals(task, result)
     result["unsettled"] = unsettled(task, result)
-    target = output_path(path, out, summary_name(path, suite))
+    target = output_path(path, out, summary_name(path, suite, knobs))
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
@@ -366,10 +377,10 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
     (``eval_series_<suite>.json`` under a suite other than nominal)."""
-    suite = kwargs.get("suite", "nominal")
+    suite, knobs = kwargs.get("suite", "nominal"), kwargs.get("knobs")
     targets: dict[Path, Path] = {}
     for path in checkpoints:  # one summary per checkpoint: never let a later one overwrite an earlier one
-        target = output_path(path, out, summary_name(path, suite)).resolve()
+        target = output_path(path, out, summary_name(path, suite, knobs)).resolve()
         if target in targets:
             raise InputError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
@@ -384,7 +395,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         if first is None
         else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec", "unsettled")},
     }
-    target = output_path(checkpoints[0], out, series_name(suite))
+    target = output_path(checkpoints[0], out, series_name(suite, knobs))
     write_json_atomic(target, series)
     series["summary_path"] = str(target)
     return series
@@ -490,7 +501,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         nargs="+",
         default=[],
         metavar="task.KNOB=VALUE",
-        help="task knobs over the policy's own (train --cfg lists a task's): the policy judged on a variant of it",
+        help="task knobs over the policy's own (train --cfg lists a task's): the policy judged on a variant of it; "
+        "its summaries' names end in _knobs-<8 hex digits of the knobs>",
     )
     parser.add_argument(
         "--suite",
@@ -515,7 +527,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "all" in args.suite:
             first = args.checkpoint[0] if args.checkpoint else None
             suites = suites_of(policy_source(first, args.onnx if first is None else None, args.task).task)
-        claims = OutputClaims(planned_outputs(args.checkpoint or [args.onnx], args.out, suites), args.force, "--force")
+        planned = planned_outputs(args.checkpoint or [args.onnx], args.out, suites, common["knobs"])
+        claims = OutputClaims(planned, args.force, "--force")
         with claims:
             results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}
     except InputError as exc:
@@ -523,14 +536,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return results[suites[0]] if len(suites) == 1 else results
 
 
-def planned_outputs(sources: list[Path], out: Path | None, suites: list[str]) -> list[Path]:
-    """Every file an eval of ``sources`` (several: a series) under ``suites`` will write, so that all of them are
-    taken before the first rollout."""
+def planned_outputs(
+    sources: list[Path], out: Path | None, suites: list[str], knobs: Mapping[str, Any] | None = None
+) -> list[Path]:
+    """Every file an eval of ``sources`` (several: a series) under ``suites`` and ``knobs`` will write, so that all
+    of them are taken before the first rollout."""
     targets = []
     for suite in suites:
-        targets += [output_path(source, out, summary_name(source, suite)) for source in sources]
+        targets += [output_path(source, out, summary_name(source, suite, knobs)) for source in sources]
         if len(sources) > 1:
-            targets.append(output_path(sources[0], out, series_name(suite)))
+            targets.append(output_path(sources[0], out, series_name(suite, knobs)))
     return targets
 
 

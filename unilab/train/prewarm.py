@@ -34,7 +34,6 @@ import torch
 from tensordict import TensorDict
 
 import torchrl_ext
-import unilab.train
 from torchrl_ext.distributed import ALONE
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
@@ -75,8 +74,7 @@ RECORDS = "unilab-prewarm"
 def _sources_digest() -> str:
     """The learners' and losses' code (``unilab.train`` and ``torchrl_ext``): an edit to it may change the graphs."""
     digest = hashlib.sha256()
-    for package in (unilab.train, torchrl_ext):
-        root = Path(package.__file__).parent
+    for root in (Path(__file__).resolve().parent, Path(torchrl_ext.__file__).resolve().parent):
         for path in sorted(root.rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())

@@ -47,12 +47,13 @@ def test_every_numeric_knob_of_a_shipped_task_has_a_range(task: str) -> None:
 
 @pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
 def test_a_rough_walk_s_physics_buffers_are_knobs(task: str, capsys) -> None:
-    """``bench train`` and ``train`` size the buffers, pick the pair search, the geoms on height fields and the
-    terrain's layout from the command line; a zero, or a layout the scene does not build, is refused in one line."""
+    """``bench train`` and ``train`` size the buffers, pick the pair search, the geoms on height fields and boxes and
+    the terrain's layout from the command line; a zero, or a layout the scene does not build, is refused in one line."""
     physics = make_task(task, nconmax=64, njmax=400, broadphase="sap_tile").physics
     assert (physics.nconmax, physics.njmax, physics.broadphase) == (64, 400, "sap_tile")
     assert make_task(task).physics.broadphase is None
     assert make_task(task, hfield_geoms=".*foot.*").terrain.hfield_geoms == ".*foot.*"
+    assert make_task(task, box_geoms=".*foot.*").terrain.box_geoms == ".*foot.*"
     assert make_task(task).terrain.layout == "terraced"
     assert make_task(task, layout="solid").terrain.layout == "solid"
     with pytest.raises(

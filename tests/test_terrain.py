@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from types import SimpleNamespace
 
 import mujoco
@@ -91,6 +92,7 @@ def test_each_type_follows_its_rows_difficulty() -> None:
         ({"surface_scale": 0.15}, "terrain surface_scale 0.15 m must be a whole multiple of horizontal_scale 0.1 m"),
         ({"surface_scale": 0.05}, "terrain surface_scale 0.05 m must be a whole multiple of horizontal_scale 0.1 m"),
         ({"hfield_geoms": "foot["}, "terrain hfield_geoms 'foot[' is not a regular expression"),
+        ({"box_geoms": "(shin"}, "terrain box_geoms '(shin' is not a regular expression"),
     ],
 )
 def test_a_grid_that_makes_no_terrain_is_refused_in_one_line(change: dict, message: str) -> None:
@@ -377,11 +379,56 @@ def test_only_the_named_geoms_touch_the_height_fields_and_every_geom_touches_the
     assert any("sphere" not in name for name, _ in _contacts_standing_on(narrowed, stairs))
 
 
-def test_a_pattern_that_names_no_robot_geom_on_the_floor_is_refused_in_one_line() -> None:
-    with pytest.raises(
-        ValueError, match=r"^terrain hfield_geoms 'floor' matches no robot geom that touches the floor$"
-    ):
-        terrain_model(g1.SCENE, generate(dataclasses.replace(SMALL, hfield_geoms="floor")))
+@pytest.mark.parametrize("knob", ["hfield_geoms", "box_geoms"])
+def test_a_pattern_that_names_no_robot_geom_on_the_floor_is_refused_in_one_line(knob: str) -> None:
+    with pytest.raises(ValueError, match=rf"^terrain {knob} 'floor' matches no robot geom that touches the floor$"):
+        terrain_model(g1.SCENE, generate(dataclasses.replace(SMALL, **{knob: "floor"})))
+
+
+LEGS_AND_TRUNK = r".*_(shin|foot[26]|foot_sphere[1-4])_collision|pelvis_collision|torso_collision|head_collision"
+
+
+def _robot_terrain_pairs(model: mujoco.MjModel) -> int:
+    """Robot and terrain geom pairs whose contact bits let them touch: the list MuJoCo Warp's pair search walks."""
+    robot = np.flatnonzero(model.geom_bodyid != 0)
+    terrain = np.flatnonzero(model.geom_bodyid == 0)
+    a, b = np.meshgrid(robot, terrain)
+    bits = (model.geom_contype[a] & model.geom_conaffinity[b]) | (model.geom_contype[b] & model.geom_conaffinity[a])
+    return int(np.count_nonzero(bits))
+
+
+def test_only_the_named_geoms_touch_the_boxes_and_every_geom_still_touches_the_height_fields() -> None:
+    config = dataclasses.replace(SMALL, types=("pyramid_slope", "pyramid_stairs"), layout="terraced")
+    everything, narrowed = (
+        terrain_model(g1.SCENE, generate(dataclasses.replace(config, box_geoms=pattern)))
+        for pattern in (None, LEGS_AND_TRUNK)
+    )
+    grid = generate(config)
+    stairs, slope = grid.origins[2, 1], grid.origins[2, 0]
+    on_boxes = _contacts_standing_on(narrowed, stairs)
+    assert on_boxes and {kind for _, kind in on_boxes} == {int(mujoco.mjtGeom.mjGEOM_BOX)}
+    named = {name for name, _ in _contacts_standing_on(everything, stairs) if re.fullmatch(LEGS_AND_TRUNK, name)}
+    assert {name for name, _ in on_boxes} == named and len(named) < len(
+        {name for name, _ in _contacts_standing_on(everything, stairs)}
+    )
+    assert sorted(_contacts_standing_on(narrowed, slope)) == sorted(_contacts_standing_on(everything, slope))
+    # 17 of the G1's 41 geoms on the floor are named: the pair search's list shrinks by the other 24's boxes.
+    boxes = int(np.count_nonzero((everything.geom_bodyid == 0) & (everything.geom_type == mujoco.mjtGeom.mjGEOM_BOX)))
+    assert _robot_terrain_pairs(everything) - _robot_terrain_pairs(narrowed) == 24 * boxes
+
+
+def test_the_height_fields_and_the_boxes_narrowed_at_once_take_a_contact_bit_each() -> None:
+    config = dataclasses.replace(SMALL, types=("pyramid_slope", "pyramid_stairs"), layout="terraced")
+    model = terrain_model(g1.SCENE, generate(dataclasses.replace(config, hfield_geoms=SOLE, box_geoms=LEGS_AND_TRUNK)))
+    terrain = model.geom_bodyid == 0
+    field_bits = set(model.geom_contype[terrain & (model.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD)])
+    box_bits = set(model.geom_contype[terrain & (model.geom_type == mujoco.mjtGeom.mjGEOM_BOX)])
+    assert len(field_bits) == len(box_bits) == 1 and field_bits != box_bits
+    grid = generate(config)
+    on_field = {name for name, _ in _contacts_standing_on(model, grid.origins[2, 0])}
+    on_boxes = {name for name, _ in _contacts_standing_on(model, grid.origins[2, 1])}
+    assert on_field and all(re.fullmatch(SOLE, name) for name in on_field)
+    assert on_boxes and all(re.fullmatch(LEGS_AND_TRUNK, name) for name in on_boxes)
 
 
 def test_bench_physics_narrows_the_geoms_on_height_fields(capsys: pytest.CaptureFixture) -> None:
@@ -393,3 +440,13 @@ def test_bench_physics_narrows_the_geoms_on_height_fields(capsys: pytest.Capture
     with pytest.raises(SystemExit):
         bench.main(["physics", *args, "--hfield-geoms", "nothing"])
     assert capsys.readouterr().err.splitlines()[-1].endswith("matches no robot geom that touches the floor")
+    bench.main(["physics", *args, "--box-geoms", LEGS_AND_TRUNK])
+    row = json.loads(capsys.readouterr().out)
+    assert row["box_geoms"] == LEGS_AND_TRUNK and row["hfield_geoms"] is None
+    with pytest.raises(SystemExit):
+        bench.main(["physics", "--sim", "mujoco", "--num-envs", "2", "--steps", "1", "--box-geoms", LEGS_AND_TRUNK])
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("--box-geoms needs --terrain (the geoms narrowed are the terrain grid's)")
+    )

@@ -85,16 +85,17 @@ def bench_physics(
     config: SimConfig,
     terrain: str | None = None,
     tiles: str | None = None,
-    hfield_geoms: str | None = None,
+    geoms: dict[str, str | None] | None = None,
 ) -> dict:
     """The G1 stepped at its stand targets, timed from the stand ``STAND_STEPS`` at a time; with ``terrain`` (a
     layout, ``unilab.terrain.scene``) on the rough walk's terrain grid, the worlds spread over its tiles' centres,
     instead of the flat scene's plane; with ``tiles`` (a terrain type of the grid) over that type's tiles only, so
-    each type's cost can be told apart; ``hfield_geoms`` narrows the geoms that touch its height fields
-    (``TerrainConfig.hfield_geoms``)."""
+    each type's cost can be told apart; ``geoms`` narrows the geoms that touch its height fields and its other
+    pieces (``TerrainConfig``'s ``hfield_geoms`` and ``box_geoms``, by those names)."""
+    geoms = geoms or {}
     origins = None
     if terrain is not None:
-        grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain, hfield_geoms=hfield_geoms))
+        grid = generate(dataclasses.replace(ROUGH_TERRAIN, layout=terrain, **geoms))
         model = terrain_model(g1.SCENE, grid)
         centres = grid.origins if tiles is None else grid.origins[:, [ROUGH_TERRAIN.types.index(tiles)]]
         origins = torch.as_tensor(centres.reshape(-1, 3), dtype=torch.float32)
@@ -127,7 +128,8 @@ def bench_physics(
         "sim": sim,
         "scene": f"terrain/{terrain}" if terrain else "flat",
         "tiles": tiles,
-        "hfield_geoms": hfield_geoms,
+        "hfield_geoms": geoms.get("hfield_geoms"),
+        "box_geoms": geoms.get("box_geoms"),
         "stand_steps": STAND_STEPS,
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
@@ -381,6 +383,12 @@ def _parser() -> ArgumentParser:
         metavar="REGEX",
         help="with --terrain: only the robot geoms whose names match touch the height fields (default: all)",
     )
+    phys.add_argument(
+        "--box-geoms",
+        default=None,
+        metavar="REGEX",
+        help="with --terrain: only the robot geoms whose names match touch its boxes and solids (default: all)",
+    )
     env = sub.add_parser("env", help="env steps/s with a small MLP policy in the loop, eager and captured")
     _add_env_stepping_args(env, "env")
     drift = sub.add_parser("drift", help="how far two runs of one seed drift apart, step by step")
@@ -458,11 +466,13 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
         parser.error(", ".join(f"{k} must be >= 1, got {v}" for k, v in bad.items()))
     if args.tiles is not None and args.terrain is None:
         parser.error("--tiles needs --terrain (the tiles are the terrain grid's)")
-    if args.hfield_geoms is not None:
+    geoms = {k: v for k, v in (("hfield_geoms", args.hfield_geoms), ("box_geoms", args.box_geoms)) if v is not None}
+    if geoms:
         if args.terrain is None:
-            parser.error("--hfield-geoms needs --terrain (the height fields are the terrain grid's)")
+            flags = " and ".join("--" + k.replace("_", "-") for k in geoms)
+            parser.error(f"{flags} needs --terrain (the geoms narrowed are the terrain grid's)")
         try:  # a pattern that is no regular expression, or names no geom, before any world is built
-            terrain_spec(g1.SCENE, generate(dataclasses.replace(ROUGH_TERRAIN, hfield_geoms=args.hfield_geoms)))
+            terrain_spec(g1.SCENE, generate(dataclasses.replace(ROUGH_TERRAIN, **geoms)))
         except ValueError as exc:
             parser.error(str(exc))
     if args.warp_opt is not None:
@@ -486,7 +496,7 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
     for n in sizes:
         announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
-            row = bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, args.hfield_geoms)
+            row = bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, geoms)
             print(json.dumps({**row, "warp_opt": args.warp_opt}), flush=True)
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such
             parser.error(f"{n} worlds: {exc}")

@@ -405,19 +405,23 @@ class RoughSpec:
         nconmax: int,
         njmax: int,
         broadphase: str | None,
-        hfield_geoms: str | None,
+        geoms: tuple[str | None, str | None],
         layout: str,
         terrain_columns: tuple[str, ...] | None,
         foot_reach: float,
     ) -> RoughSpec:
         """This spec on ``terrain`` with the knobs every walk on terrain takes from the command line: ``nconmax`` and
         ``njmax`` size the physics buffers; ``broadphase`` picks MuJoCo Warp's pair search (``unilab.sim.BROADPHASES``;
-        None: its own choice); ``hfield_geoms`` names the robot geoms that touch the terrain's height fields
-        (``TerrainConfig.hfield_geoms``; None: all); ``layout`` how the scene builds the terrain
-        (``TerrainConfig.layout``); ``terrain_columns`` its columns' types, left to right (``TerrainConfig.types``;
-        None: ``terrain``'s); ``foot_reach`` how far around a foot the swing's ground is sought."""
+        None: its own choice); ``geoms`` names the robot geoms that touch the terrain's height fields and those that
+        touch its other pieces (``TerrainConfig.hfield_geoms`` and ``box_geoms``; None: all); ``layout`` how the
+        scene builds the terrain (``TerrainConfig.layout``); ``terrain_columns`` its columns' types, left to right
+        (``TerrainConfig.types``; None: ``terrain``'s); ``foot_reach`` how far around a foot the swing's ground is
+        sought."""
         columns = tuple(terrain_columns or terrain.types)
-        terrain = dataclasses.replace(terrain, hfield_geoms=hfield_geoms, layout=layout, types=columns)
+        hfield_geoms, box_geoms = geoms
+        terrain = dataclasses.replace(
+            terrain, hfield_geoms=hfield_geoms, box_geoms=box_geoms, layout=layout, types=columns
+        )
         return dataclasses.replace(
             self, terrain=terrain, nconmax=nconmax, njmax=njmax, broadphase=broadphase, foot_reach=foot_reach
         )

@@ -25,9 +25,10 @@ one piece, and each piece's cells split along the same diagonal as the map's, so
 on the triangles of every ``surface_factor``-th of them (the slopes and the random surface, drawn at
 ``surface_scale``) is built from those: the same surface, with fewer cells for a contact to test (a height-field
 contact tests every cell under the geom, one by one). The config's ``hfield_geoms`` narrows which robot geoms touch
-the height-field pieces, through a contact bit of their own that no other geom carries. The model is built through
-``MjSpec`` from the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are handed the same compiled
-model.
+the height-field pieces, and its ``box_geoms`` which touch the rest (boxes, and the ``solid`` layout's solids), each
+through a contact bit of its own that no other geom carries: MuJoCo Warp's pair search then lists only those pairs.
+The model is built through ``MjSpec`` from the terrain's data alone, so the C MuJoCo and the MuJoCo Warp backends are
+handed the same compiled model.
 """
 
 from __future__ import annotations
@@ -176,9 +177,10 @@ def _add_geom(spec: mujoco.MjSpec, name: str, floor, **kwargs) -> None:
     )
 
 
-def _height_field_contacts(spec: mujoco.MjSpec, floor: dict, pattern: str | None) -> dict:
-    """The height-field pieces' contact settings: the floor's, or, where ``pattern`` names the robot geoms that touch
-    them, a contact type bit no geom of the scene uses, which only those geoms' affinity then carries."""
+def _narrowed_contacts(spec: mujoco.MjSpec, floor: dict, pattern: str | None, knob: str) -> dict:
+    """Contact settings for a kind of terrain piece: the floor's, or, where ``pattern`` names the robot geoms that
+    touch that kind, a contact type bit no geom of the scene uses yet, which only those geoms' affinity then carries
+    (``knob`` is the setting's name, for the errors)."""
     if pattern is None:
         return floor
     used = 0
@@ -186,7 +188,7 @@ def _height_field_contacts(spec: mujoco.MjSpec, floor: dict, pattern: str | None
         used |= geom.contype | geom.conaffinity
     free = [1 << k for k in range(31) if not used & (1 << k)]
     if not free:
-        raise ValueError("terrain hfield_geoms needs a contact bit the scene leaves free; its geoms use all 31")
+        raise ValueError(f"terrain {knob} needs a contact bit the scene leaves free; its geoms use all 31")
     on_floor = [
         geom
         for geom in spec.geoms
@@ -195,7 +197,7 @@ def _height_field_contacts(spec: mujoco.MjSpec, floor: dict, pattern: str | None
     ]
     named = [geom for geom in on_floor if re.fullmatch(pattern, geom.name)]
     if not named:
-        raise ValueError(f"terrain hfield_geoms {pattern!r} matches no robot geom that touches the floor")
+        raise ValueError(f"terrain {knob} {pattern!r} matches no robot geom that touches the floor")
     for geom in named:
         geom.conaffinity |= free[0]
     return {**floor, "contype": free[0], "conaffinity": 0}
@@ -210,8 +212,9 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         raise ValueError(f"{scene} has no geom named {FLOOR!r} for the terrain to replace")
     floor = {"contype": geom.contype, "conaffinity": geom.conaffinity, "material": geom.material}
     spec.delete(geom)
-    fields = _height_field_contacts(spec, floor, terrain.config.hfield_geoms)
     cfg = terrain.config
+    fields = _narrowed_contacts(spec, floor, cfg.hfield_geoms, "hfield_geoms")
+    solids = _narrowed_contacts(spec, floor, cfg.box_geoms, "box_geoms")
     scale = cfg.horizontal_scale
     if cfg.layout == "single":
         _add_height_field(spec, TERRAIN, terrain.heights.astype(np.float64), (0.0, 0.0), scale, fields)
@@ -221,14 +224,14 @@ def terrain_spec(scene: Path, terrain: Terrain) -> mujoco.MjSpec:
         # A level piece is one terrace: a box in every layout but ``single``.
         level = np.ptp(heights) == 0
         if cfg.layout == "solid" and not level and piece.tile is not None and cfg.types[piece.tile[1]] in SLOPES:
-            _add_solids(spec, piece, terrain, floor)
+            _add_solids(spec, piece, terrain, solids)
             continue
         boxes = terraces(heights) if level or cfg.layout in ("terraced", "solid") else None
         if boxes is None:
             samples, spacing = _coarsest(heights, scale, cfg.surface_factor)
             _add_height_field(spec, name, samples, centre, spacing, fields)
         else:
-            _add_boxes(spec, name, boxes, heights.shape, centre, scale, floor)
+            _add_boxes(spec, name, boxes, heights.shape, centre, scale, solids)
     return spec
 
 

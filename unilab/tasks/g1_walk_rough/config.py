@@ -55,6 +55,7 @@ def make_task(
     njmax: ConstraintRows = ROUGH.njmax,
     broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
+    box_geoms: str | None = TERRAIN.box_geoms,
     layout: TerrainLayout = TERRAIN.layout,
     terrain_columns: TerrainColumns = None,
     foot_reach: FootReach = ROUGH.foot_reach,
@@ -63,5 +64,6 @@ def make_task(
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
     ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are)."""
-    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
+    geoms = (hfield_geoms, box_geoms)
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
     return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")

@@ -121,6 +121,7 @@ def make_task(
     njmax: ConstraintRows = ROUGH.njmax,
     broadphase: PairSearch = None,
     hfield_geoms: str | None = TERRAIN.hfield_geoms,
+    box_geoms: str | None = TERRAIN.box_geoms,
     layout: TerrainLayout = TERRAIN.layout,
     terrain_columns: TerrainColumns = None,
     action_reach: ActionReach = ACTION_REACH,
@@ -142,7 +143,8 @@ def make_task(
     are two); ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the
     swing height (``FEET_CLEARANCE`` says why); ``stumble``, unless 0, weights a penalty on each foot pushed sideways
     (the comment by ``chosen`` says why)."""
-    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, hfield_geoms, layout, terrain_columns, foot_reach)
+    geoms = (hfield_geoms, box_geoms)
+    rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
     rough = dataclasses.replace(rough, tilt_span=tilt_span)
     if falls == "knees":
         rough = dataclasses.replace(rough, touchdown_ends_episode=True, ground_contact_ends=())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -188,7 +189,7 @@ def test_profile_of_a_small_sac_iteration_on_cuda(tmp_path, capsys: pytest.Captu
     bench_main(["profile", "--num-envs", "256", "--replays", "5", "--out", str(out), *small])
     printed = capsys.readouterr().out
     assert out.read_text().strip() in printed
-    result = __import__("json").loads(printed.splitlines()[0])
+    result = json.loads(printed.splitlines()[0])
     graphs = result["graphs"]
     assert list(graphs) == ["env_step", "record", "update", "iteration"]
     env_step, update = graphs["env_step"], graphs["update"]
@@ -209,7 +210,7 @@ def test_profile_of_a_small_sac_iteration_on_cuda(tmp_path, capsys: pytest.Captu
 @pytest.mark.gpu
 def test_profile_of_a_small_ppo_iteration_on_cuda(capsys: pytest.CaptureFixture) -> None:
     bench_main(["profile", "--workload", "ppo", "--num-envs", "256", "--replays", "5", "algo.compile=false"])
-    result = __import__("json").loads(capsys.readouterr().out.splitlines()[0])
+    result = json.loads(capsys.readouterr().out.splitlines()[0])
     graphs = result["graphs"]
     assert list(graphs) == ["rollout", "update", "iteration"] and "update_phases" not in result
     rollout, update = graphs["rollout"], graphs["update"]

@@ -26,6 +26,7 @@ from unilab.terrain import generate
 
 if TYPE_CHECKING:
     from unilab.envs.functional import FunctionalEnv
+    from unilab.train.loop import Trainer
     from unilab.train.ppo.config import PPOConfig
     from unilab.train.settings import OffPolicySettings
 
@@ -63,14 +64,7 @@ def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int)
     trainer = OffPolicyTrainer(env, cfg)
     while not trainer.ready:
         trainer.collect()
-
-    def iteration() -> None:
-        trainer.collect()
-        trainer.update()
-
-    for _ in range(3):  # the first records the replay-write and update graphs
-        iteration()
-    graphs = profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
+    graphs = profile_trainer(trainer, 3, replays)  # the first iteration records the replay-write and update graphs
     batch = trainer.replay.sample(trainer.learner.minibatch * cfg.updates_per_step)
     trainer.learner.profile_phases = True
     phases = phase_profile(lambda: trainer.learner.update(batch), UPDATE_PHASES, repeats=3, device=env.device)
@@ -82,20 +76,25 @@ def profile_on_policy(env: FunctionalEnv, cfg: PPOConfig, replays: int) -> dict:
     """The rollout and update graphs, and the rollout's figures per env step of it."""
     from unilab.train.on_policy import OnPolicyTrainer
 
-    trainer = OnPolicyTrainer(env, cfg)
-
-    def iteration() -> None:
-        trainer.collect()
-        trainer.update()
-
-    for _ in range(2):  # the first records the rollout and update graphs
-        iteration()
-    graphs = profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
+    graphs = profile_trainer(OnPolicyTrainer(env, cfg), 2, replays)  # the first iteration records both graphs
     return {
         "graphs": graphs,
         "iteration_order": "rollout, then its update",
         "rollout_per_env_step": per_env_step(graphs["rollout"], cfg.num_steps_per_env),
     }
+
+
+def profile_trainer(trainer: Trainer, warmups: int, replays: int) -> dict:
+    """``trainer``'s graphs profiled after ``warmups`` iterations, each graph alone and the iteration as training
+    runs it (``unilab.apps.attribution.profile_graphs``)."""
+
+    def iteration() -> None:
+        trainer.collect()
+        trainer.update()
+
+    for _ in range(warmups):
+        iteration()
+    return profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
 
 
 def per_env_step(row: dict, steps: int) -> dict:

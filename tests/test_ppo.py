@@ -22,7 +22,7 @@ from unilab.apps.train import run
 from unilab.core.spec import EnvSpec
 from unilab.run.config import task_overrides
 from unilab.tasks.registry import make_task
-from unilab.train.on_policy import rollout_buffer
+from unilab.train.on_policy import OnPolicyTrainer, float32_matmuls, rollout_buffer
 from unilab.train.ppo.config import PPOConfig
 from unilab.train.ppo.learner import PPOLearner
 
@@ -197,6 +197,45 @@ def test_the_compiled_update_takes_the_eager_steps() -> None:
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
     torch.testing.assert_close(a["lr"], b["lr"])
     torch.testing.assert_close(a["kl_mean"], b["kl_mean"])
+
+
+def test_float32_matmuls_holds_the_precision_inside_and_restores_it_even_on_an_error() -> None:
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    with float32_matmuls("tf32"):
+        assert matmul.fp32_precision == "tf32"
+        with float32_matmuls("ieee"):
+            assert matmul.fp32_precision == "ieee"
+        assert matmul.fp32_precision == "tf32"
+    assert matmul.fp32_precision == before
+    with pytest.raises(KeyError), float32_matmuls("tf32"):
+        raise KeyError("inside")
+    assert matmul.fp32_precision == before
+
+
+@pytest.mark.parametrize(("tf32", "expected"), [(True, "tf32"), (False, "ieee")])
+def test_the_trainer_runs_its_rollout_and_update_at_the_configured_precision(
+    tf32: bool, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``algo.tf32`` reaches CUDA's matmul flag while the trainer acts and learns (where Inductor compiles and the
+    graphs record), and nowhere else in the process."""
+    from unilab.tasks.registry import make_functional_env
+
+    cfg = PPOConfig(tf32=tf32, num_envs=2, num_steps_per_env=2, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
+    trainer = OnPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
+    seen = []
+    act, update = trainer.runner.policy, trainer.learner.update
+    monkeypatch.setattr(trainer.runner, "policy", lambda obs: seen.append(("act", precision())) or act(obs))
+    monkeypatch.setattr(trainer.learner, "update", lambda batch: seen.append(("update", precision())) or update(batch))
+    outside = precision()
+    trainer.collect()
+    trainer.update()
+    assert seen == [("act", expected), ("act", expected), ("update", expected)]
+    assert precision() == outside
+
+
+def precision() -> str:
+    return torch.backends.cuda.matmul.fp32_precision
 
 
 def test_a_loaded_learner_continues_with_the_saved_rate_in_the_tensor_its_optimiser_reads() -> None:

@@ -10,6 +10,9 @@ One iteration is the rollout and its updates: ``num_envs * num_steps_per_env`` e
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from tensordict import TensorDict
 
@@ -50,6 +53,21 @@ def rollout_buffer(spec: EnvSpec, steps: int) -> TensorDict:
     )
 
 
+@contextlib.contextmanager
+def float32_matmuls(precision: str) -> Iterator[None]:
+    """CUDA's float32 matmuls at ``precision`` (``"tf32"`` or ``"ieee"``) inside, as they were outside.
+
+    The flag is process-wide in torch, so it is held only around this trainer's own work: Inductor compiles and a
+    CUDA graph records the kernels chosen under it, and anything else in the process (an eval, another trainer)
+    keeps its own precision."""
+    matmul = torch.backends.cuda.matmul
+    before, matmul.fp32_precision = matmul.fp32_precision, precision
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = before
+
+
 class OnPolicyTrainer(Trainer):
     """Runs the loop for any on-policy algorithm's learner (``learner_class(cfg)``: PPO's).
 
@@ -78,6 +96,9 @@ class OnPolicyTrainer(Trainer):
             compile=self.capture and cfg.compile,
         )
         self.rollout = rollout_buffer(spec, cfg.num_steps_per_env)
+        # The rollout's and the update's GEMMs are most of an iteration at thousands of envs; TF32 runs them on
+        # the tensor cores (float32 storage and accumulation, 10-bit mantissa products).
+        self._matmul_precision = "tf32" if cfg.tf32 else "ieee"
         self.steps_per_iteration = env.num_envs * cfg.num_steps_per_env  # env steps of one iteration on this rank
         self.iteration = 0
         self.env_steps = 0
@@ -91,7 +112,8 @@ class OnPolicyTrainer(Trainer):
     def collect(self) -> None:
         """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics;
         on CUDA the first call also records it as one CUDA graph."""
-        self._graphed("rollout", self._rollout)
+        with float32_matmuls(self._matmul_precision):
+            self._graphed("rollout", self._rollout)
         self.env_steps += self.steps_per_iteration
         self._term_steps += self.cfg.num_steps_per_env
 
@@ -103,4 +125,5 @@ class OnPolicyTrainer(Trainer):
 
     def update(self) -> TensorDict:
         """The learner's update block on the latest rollout; on CUDA the first call also records it as a graph."""
-        return self._graphed("update", lambda: self._guard_losses(self.learner.update(self.rollout)))
+        with float32_matmuls(self._matmul_precision):
+            return self._graphed("update", lambda: self._guard_losses(self.learner.update(self.rollout)))

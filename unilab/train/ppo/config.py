@@ -57,6 +57,9 @@ class PPOConfig(RunSettings):
     positive_rewards_only: bool = setting(
         False, "clip each step's reward at zero before GAE (legged_gym's only_positive_rewards)"
     )
+    tf32: bool = setting(
+        True, "TensorFloat-32 products in the networks' float32 matmuls on CUDA, as mjlab trains (false: IEEE float32)"
+    )
 
     def check(self) -> None:
         """A whole number of minibatches per rollout and a known schedule."""

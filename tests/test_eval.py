@@ -201,7 +201,8 @@ def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path
     from torchrl_ext.export import read_metadata
 
     # The run's knobs as JSON: none was given, so each at its default.
-    assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == '{"noise_scale": 1.0}'
+    knobs = '{"ls_iterations": null, "noise_scale": 1.0, "solver_iterations": null}'
+    assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == knobs
 
 
 def test_eval_of_a_tracking_checkpoint_defaults_to_its_task(tmp_path: Path) -> None:

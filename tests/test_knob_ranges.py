@@ -7,6 +7,8 @@ import pytest
 
 from unilab.apps.compose import knob_ranges, task_knobs
 from unilab.apps.train import main
+from unilab.envs.config import task_model
+from unilab.sim import SimConfig
 from unilab.tasks.registry import list_tasks, make_task
 
 
@@ -86,3 +88,35 @@ def test_terrain_columns_that_name_no_kind_are_one_line(value: str, capsys) -> N
         main(["--cfg", "sim=mujoco", "task=go1_walk_rough", f"task.terrain_columns={value}"])
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("train: error: task.terrain_columns must be a list of one or more of flat, pyramid_stairs,")
+
+
+@pytest.mark.parametrize("task", list_tasks())
+def test_every_task_takes_the_solver_s_iteration_caps_and_keeps_its_mjcf_s_without_them(task: str) -> None:
+    """``task.solver_iterations`` and ``task.ls_iterations`` reach the compiled model; left null, the robot's MJCF
+    decides (the G1's 100 and 50, the Go1's 10 and 20), as before the knobs existed."""
+    mjcf = (10, 20) if task.startswith("go1") else (100, 50)
+    default = task_model(make_task(task)).opt
+    assert (make_task(task).physics.iterations, (default.iterations, default.ls_iterations)) == (None, mjcf)
+    capped = make_task(task, solver_iterations=7, ls_iterations=9)
+    assert (capped.physics.iterations, capped.physics.ls_iterations) == (7, 9)
+    model = task_model(capped).opt
+    assert (model.iterations, model.ls_iterations) == (7, 9)
+    assert task_model(make_task(task, ls_iterations=9)).opt.iterations == mjcf[0]  # each cap on its own
+
+
+def test_the_physics_settings_take_whole_iteration_counts_only() -> None:
+    """The Python API's way in (``make_env(..., solver_iterations=10.5)``) meets the same rule as the command line."""
+    with pytest.raises(ValueError, match=r"^SimConfig.iterations must be a whole number, got 10.5$"):
+        make_task("g1_walk_flat", solver_iterations=10.5)
+    with pytest.raises(ValueError, match=r"^SimConfig.ls_iterations must be positive, got 0$"):
+        SimConfig(ls_iterations=0)
+
+
+@pytest.mark.parametrize(("value", "got"), [("0", "0"), ("10.5", "10.5"), ("abc", "'abc'"), ("1001", "1001")])
+def test_a_solver_cap_that_is_not_a_whole_number_in_range_is_one_line(value: str, got: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--cfg", "sim=mujoco", f"task.ls_iterations={value}"])
+    assert capsys.readouterr().err.splitlines() == [
+        "train: error: task.ls_iterations must be null or a whole number in [1, 1000] (Newton iterations a substep at "
+        f"most; null: the MJCF's), got {got}"
+    ]

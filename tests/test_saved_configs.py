@@ -37,10 +37,15 @@ def test_a_checkpoint_is_judged_on_the_task_as_its_knobs_made_it(tiny_run: Path,
     def noisier(config: dict) -> None:
         config["task"]["knobs"]["noise_scale"] = 2.0
 
+    solver = {"solver_iterations": None, "ls_iterations": None}
     source = policy_source(_edited(tiny_run, tmp_path, noisier), None, None)
-    assert source.overrides == {"obs_noise": False, "noise_scale": 2.0}
-    # The run recorded its one knob at its default; another task does not take the run's knobs.
-    assert policy_source(tiny_run / "model_3.pt", None, None).overrides == {"obs_noise": False, "noise_scale": 1.0}
+    assert source.overrides == {"obs_noise": False, "noise_scale": 2.0, **solver}
+    # The run recorded its knobs at their defaults; another task does not take the run's knobs.
+    assert policy_source(tiny_run / "model_3.pt", None, None).overrides == {
+        "obs_noise": False,
+        "noise_scale": 1.0,
+        **solver,
+    }
     assert policy_source(tiny_run / "model_3.pt", None, "g1_walk_flat_rand").overrides == {"obs_noise": False}
 
 

@@ -17,13 +17,19 @@ class Range:
     high: float
     low_open: bool = False
     why: str = ""
+    optional: bool = False  # None (``null``) is taken too: the reader's own value
+    whole: bool = False  # whole numbers only, where the default (None) does not say so
 
-    def check(self, key: str, value: float) -> None:
-        above = value > self.low if self.low_open else value >= self.low
+    def check(self, key: str, value: float | None) -> None:
+        if value is None and self.optional:
+            return
+        number = isinstance(value, int if self.whole else int | float) and not isinstance(value, bool)
+        above = number and (value > self.low if self.low_open else value >= self.low)
         if not (above and value <= self.high):
             bracket = "(" if self.low_open else "["
             rule = f"in {bracket}{_number(self.low)}, {_number(self.high)}]" + (f" ({self.why})" if self.why else "")
-            raise ValueError(f"{key} must be {rule}, got {value!r}")
+            kind = ("null or " if self.optional else "") + ("a whole number " if self.whole else "")
+            raise ValueError(f"{key} must be {kind}{rule}, got {value!r}")
 
 
 def _number(value: float) -> str:

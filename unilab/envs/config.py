@@ -64,6 +64,13 @@ TerrainColumns = Annotated[
     tuple[str, ...] | None,
     Words(TERRAIN_TYPES, why="the terrain's columns, left to right; null: the task's", optional=True),
 ]
+# The Newton solver's iteration caps (``task.solver_iterations=10 task.ls_iterations=20``, mjlab's velocity tasks'
+# setting), or null for the robot's MJCF's (the G1's 100 and 50, the Go1's 10 and 20). On a GPU every world's solve runs
+# until the last has converged or the cap is reached, so the cap bounds a step's worst case; where it binds the solve is
+# less exact, and ``health``'s ``solver_limit_steps`` counts those steps.
+SolverIterations = Annotated[
+    int | None, Range(1, 1000, why="Newton iterations a substep at most; null: the MJCF's", optional=True, whole=True)
+]
 # MuJoCo Warp's pair search (``task.broadphase=sap_tile``; ``SimConfig.broadphase``), or null for its own choice.
 PairSearch = Annotated[
     str | None, Choice(BROADPHASES, why="MuJoCo Warp's pair search; null: its own choice", optional=True)

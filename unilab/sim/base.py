@@ -15,6 +15,7 @@ constraint rows, solver scratch) are rebuilt inside every step.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
@@ -80,12 +81,24 @@ class SimConfig:
             raise ValueError(f"SimConfig.per_world: unknown model parameter(s) {unknown}; known: {list(MODEL_PARAMS)}")
         if self.substeps < 1:
             raise ValueError(f"SimConfig.substeps must be >= 1, got {self.substeps}")
+        for name in ("iterations", "ls_iterations"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"SimConfig.{name} must be a whole number, got {value!r}")
         for name in ("timestep", "iterations", "ls_iterations"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"SimConfig.{name} must be positive, got {value}")
         if self.nconmax < 1 or self.njmax < 1:
             raise ValueError(f"SimConfig.nconmax and njmax must be >= 1, got {self.nconmax}, {self.njmax}")
+
+    def with_solver(self, iterations: int | None, ls_iterations: int | None) -> SimConfig:
+        """These settings with the Newton solver's iteration caps replaced where given (None keeps the current)."""
+        return dataclasses.replace(
+            self,
+            iterations=self.iterations if iterations is None else iterations,
+            ls_iterations=self.ls_iterations if ls_iterations is None else ls_iterations,
+        )
 
     def apply(self, model: mujoco.MjModel) -> None:
         """Write the solver overrides into a host model (before it is copied to a device)."""

@@ -14,6 +14,7 @@ from unilab.envs.config import (
     FootReach,
     NoiseScale,
     PairSearch,
+    SolverIterations,
     TaskConfig,
     TerrainColumns,
     TerrainLayout,
@@ -59,11 +60,15 @@ def make_task(
     layout: TerrainLayout = TERRAIN.layout,
     terrain_columns: TerrainColumns = None,
     foot_reach: FootReach = ROUGH.foot_reach,
+    solver_iterations: SolverIterations = None,
+    ls_iterations: SolverIterations = None,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
-    ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are)."""
+    ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are); ``solver_iterations``
+    and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
     geoms = (hfield_geoms, box_geoms)
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
-    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough")
+    solver = {"solver_iterations": solver_iterations, "ls_iterations": ls_iterations}
+    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", **solver)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from unilab.envs.config import NoiseScale, TaskConfig
+from unilab.envs.config import NoiseScale, SolverIterations, TaskConfig
 from unilab.robots import go1
 from unilab.sim import SimConfig
 from unilab.tasks.walking import Gait, WalkSpec, make_walk
@@ -48,6 +48,9 @@ WALK = WalkSpec(
 )
 
 
-def make_task(noise_scale: NoiseScale = 1.0) -> TaskConfig:
-    """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes."""
-    return make_walk(WALK, noise_scale)
+def make_task(
+    noise_scale: NoiseScale = 1.0, solver_iterations: SolverIterations = None, ls_iterations: SolverIterations = None
+) -> TaskConfig:
+    """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes; ``solver_iterations`` and
+    ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
+    return make_walk(WALK, noise_scale, solver_iterations=solver_iterations, ls_iterations=ls_iterations)

@@ -23,6 +23,7 @@ from unilab.envs.config import (
     NoiseScale,
     PairSearch,
     PenaltyWeight,
+    SolverIterations,
     TaskConfig,
     TerrainColumns,
     TerrainLayout,
@@ -131,6 +132,8 @@ def make_task(
     feet_clearance: PenaltyWeight = FEET_CLEARANCE,
     foot_reach: FootReach = ROUGH.foot_reach,
     stumble: PenaltyWeight = 0.0,
+    solver_iterations: SolverIterations = None,
+    ls_iterations: SolverIterations = None,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them. ``noise_scale``
@@ -142,7 +145,8 @@ def make_task(
     (``KNEES`` says why); ``falls`` is what ends an episode as a fall (``TRUNK_FALLS`` and ``KNEES`` say why there
     are two); ``feet_clearance``, unless 0, weights the G1 rough walk's penalty on a foot moving fast away from the
     swing height (``FEET_CLEARANCE`` says why); ``stumble``, unless 0, weights a penalty on each foot pushed sideways
-    (the comment by ``chosen`` says why)."""
+    (the comment by ``chosen`` says why); ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's
+    iterations (None: the MJCF's)."""
     geoms = (hfield_geoms, box_geoms)
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
     rough = dataclasses.replace(rough, tilt_span=tilt_span)
@@ -159,4 +163,5 @@ def make_task(
     }
     weights = {**WALK.weights, **{name: weight for name, weight in chosen.items() if weight}}
     walk = dataclasses.replace(WALK, robot=robot, weights=weights)
-    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough")
+    solver = {"solver_iterations": solver_iterations, "ls_iterations": ls_iterations}
+    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough", **solver)

@@ -201,7 +201,7 @@ def test_eval_of_a_checkpoint_and_its_onnx_export_agree(tiny_run: Path, tmp_path
     from torchrl_ext.export import read_metadata
 
     # The run's knobs as JSON: none was given, so each at its default.
-    knobs = '{"ls_iterations": null, "noise_scale": 1.0, "solver_iterations": null}'
+    knobs = '{"ls_iterations": null, "nconmax": 64, "njmax": 400, "noise_scale": 1.0, "solver_iterations": null}'
     assert read_metadata(tiny_run / "policy.onnx")["task_knobs"] == knobs
 
 

@@ -112,6 +112,15 @@ def test_the_physics_settings_take_whole_iteration_counts_only() -> None:
         SimConfig(ls_iterations=0)
 
 
+@pytest.mark.parametrize("task", list_tasks())
+def test_every_task_sizes_its_physics_buffers_from_its_knobs(task: str) -> None:
+    """Contacts a world and constraint rows a world are knobs of every task, so a run can size them to what its
+    robots touch (``health``'s peaks say how full they get)."""
+    physics = make_task(task, nconmax=48, njmax=256).physics
+    assert (physics.nconmax, physics.njmax) == (48, 256)
+    assert {"nconmax", "njmax"} <= set(knob_ranges(task))
+
+
 @pytest.mark.parametrize(("value", "got"), [("0", "0"), ("10.5", "10.5"), ("abc", "'abc'"), ("1001", "1001")])
 def test_a_solver_cap_that_is_not_a_whole_number_in_range_is_one_line(value: str, got: str, capsys) -> None:
     with pytest.raises(SystemExit):

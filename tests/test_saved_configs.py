@@ -37,7 +37,7 @@ def test_a_checkpoint_is_judged_on_the_task_as_its_knobs_made_it(tiny_run: Path,
     def noisier(config: dict) -> None:
         config["task"]["knobs"]["noise_scale"] = 2.0
 
-    solver = {"solver_iterations": None, "ls_iterations": None}
+    solver = {"nconmax": 64, "njmax": 400, "solver_iterations": None, "ls_iterations": None}
     source = policy_source(_edited(tiny_run, tmp_path, noisier), None, None)
     assert source.overrides == {"obs_noise": False, "noise_scale": 2.0, **solver}
     # The run recorded its knobs at their defaults; another task does not take the run's knobs.

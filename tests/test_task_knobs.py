@@ -27,9 +27,9 @@ def test_a_task_knob_set_on_the_command_line_reaches_the_task() -> None:
 
 
 def test_each_task_declares_its_plain_knobs() -> None:
-    solver = {"solver_iterations": None, "ls_iterations": None}
-    assert task_knobs("g1_walk_flat") == {"noise_scale": 1.0, **solver}
-    assert task_knobs("g1_walk_flat_rand") == {"noise_scale": 1.0, **solver}  # its Randomization is the Python API's
+    physics = {"nconmax": 64, "njmax": 400, "solver_iterations": None, "ls_iterations": None}
+    assert task_knobs("g1_walk_flat") == {"noise_scale": 1.0, **physics}
+    assert task_knobs("g1_walk_flat_rand") == {"noise_scale": 1.0, **physics}  # its Randomization is the Python API's
     assert {"reset_noise_scale", "start"} <= set(task_knobs("g1_motion_tracking"))
 
 
@@ -39,7 +39,8 @@ def test_each_task_declares_its_plain_knobs() -> None:
         (
             "task.push=1.0",
             "train: error: task.push does not apply to task 'g1_walk_flat'; its task keys are task.obs_noise, "
-            "task.episode_length_s, task.reward_weights, task.noise_scale, task.solver_iterations, task.ls_iterations",
+            "task.episode_length_s, task.reward_weights, task.noise_scale, task.nconmax, task.njmax, "
+            "task.solver_iterations, task.ls_iterations",
         ),
         ("task.noise_scale=abc", "train: error: task.noise_scale must be of the type of its default, 1.0; got 'abc'"),
         ("task.noise_scale=true", "train: error: task.noise_scale must be of the type of its default, 1.0; got True"),

@@ -92,6 +92,10 @@ class SimConfig:
         if self.nconmax < 1 or self.njmax < 1:
             raise ValueError(f"SimConfig.nconmax and njmax must be >= 1, got {self.nconmax}, {self.njmax}")
 
+    def sized(self, nconmax: int, njmax: int, iterations: int | None, ls_iterations: int | None) -> SimConfig:
+        """These settings with the buffers sized ``nconmax`` and ``njmax`` and the solver capped (``with_solver``)."""
+        return dataclasses.replace(self, nconmax=nconmax, njmax=njmax).with_solver(iterations, ls_iterations)
+
     def with_solver(self, iterations: int | None, ls_iterations: int | None) -> SimConfig:
         """These settings with the Newton solver's iteration caps replaced where given (None keeps the current)."""
         return dataclasses.replace(

@@ -245,20 +245,20 @@ def make_walk(
     rough: RoughSpec | None = None,
     terrain_level: int | str | None = None,
     name: str | None = None,
-    solver_iterations: int | None = None,
-    ls_iterations: int | None = None,
+    physics: SimConfig | None = None,
 ) -> TaskConfig:
     """The walk of ``spec``'s robot, named ``name`` (default the spec's): on flat ground, or on ``rough``'s terrain;
     under ``randomization``'s per-env draws where given. ``noise_scale`` multiplies the actor's observation noise
     (the height scan's included). On a terrain, ``terrain_level`` pins every env to that row (eval at one
     difficulty), or with ``"all"`` spreads them over every row (eval at each difficulty at once), else the curriculum
-    moves them. ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
+    moves them. ``physics`` replaces the spec's physics settings (a task's knobs: buffers, solver caps); on a terrain
+    ``rough`` sizes the buffers and picks the pair search."""
     robot = spec.robot
     ground = None if rough is None else Ground.of(rough, terrain_level)
     if ground is None and terrain_level is not None:
         raise ValueError(f"terrain_level needs a terrain; {name or spec.name} walks on flat ground")
     scale = torch.tensor(robot.action_scale) if isinstance(robot.action_scale, tuple) else float(robot.action_scale)
-    physics = spec.physics.with_solver(solver_iterations, ls_iterations)
+    physics = spec.physics if physics is None else physics
     if rough is not None:
         physics = dataclasses.replace(physics, nconmax=rough.nconmax, njmax=rough.njmax, broadphase=rough.broadphase)
     task = TaskConfig(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from unilab.envs.config import NoiseScale, SolverIterations, TaskConfig
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, SolverIterations, TaskConfig
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -101,6 +101,8 @@ def make_task(
     reset_noise_scale: NoiseScale = 1.0,
     start: str = "adaptive",
     failure_look_back: int = 1,
+    nconmax: ContactsPerWorld = 64,
+    njmax: ConstraintRows = 400,
     solver_iterations: SolverIterations = None,
     ls_iterations: SolverIterations = None,
 ) -> TaskConfig:
@@ -113,14 +115,15 @@ def make_task(
     clip's seconds; ``first_frame`` starts env ``i`` at the first frame of clip ``i mod clips``, with episodes
     long enough for the longest clip, so that surviving an episode means reaching the end of the clip.
     ``failure_look_back`` is how many one-second bins a failure weighs in the adaptive sampler, its own and those
-    before it (``terms.look_back``; 1: only its own; BeyondMimic's paper uses 3). ``solver_iterations`` and
-    ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's).
+    before it (``terms.look_back``; 1: only its own; BeyondMimic's paper uses 3). ``nconmax`` and ``njmax``
+    size the physics buffers; ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's iterations (None:
+    the MJCF's).
     """
     if start not in STARTS:
         raise ValueError(f"start must be one of {', '.join(STARTS)}, got {start!r}")
     if isinstance(failure_look_back, bool) or not isinstance(failure_look_back, int) or failure_look_back < 1:
         raise ValueError(f"failure_look_back must be an integer >= 1 (bins), got {failure_look_back!r}")
-    sim = SimConfig(substeps=3, nconmax=64, njmax=400, iterations=solver_iterations, ls_iterations=ls_iterations)
+    sim = SimConfig(substeps=3, nconmax=nconmax, njmax=njmax, iterations=solver_iterations, ls_iterations=ls_iterations)
     motion = load_motions(DEFAULT_MOTION if motion_file is None else motion_file, g1.load_model(sim))
     num_joints = motion.joint_pos.shape[1]
     bins = tracking.clip_bins(motion)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unilab.envs.config import NoiseScale, SolverIterations, TaskConfig
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, SolverIterations, TaskConfig
 from unilab.tasks import g1_walk_flat
 from unilab.tasks.g1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
@@ -30,19 +30,16 @@ RANDOMIZATION = Randomization(
 def make_task(
     noise_scale: NoiseScale = 1.0,
     randomization: Randomization = RANDOMIZATION,
+    nconmax: ContactsPerWorld = WALK.physics.nconmax,
+    njmax: ConstraintRows = WALK.physics.njmax,
     solver_iterations: SolverIterations = None,
     ls_iterations: SolverIterations = None,
 ) -> TaskConfig:
-    """The walk task with ``randomization`` applied; ``noise_scale`` multiplies the observation noise;
-    ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
-    return make_walk(
-        WALK,
-        noise_scale,
-        randomization,
-        name="g1_walk_flat_rand",
-        solver_iterations=solver_iterations,
-        ls_iterations=ls_iterations,
-    )
+    """The walk task with ``randomization`` applied; ``noise_scale`` multiplies the observation noise; ``nconmax``
+    and ``njmax`` size the physics buffers; ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's
+    iterations (None: the MJCF's)."""
+    physics = WALK.physics.sized(nconmax, njmax, solver_iterations, ls_iterations)
+    return make_walk(WALK, noise_scale, randomization, name="g1_walk_flat_rand", physics=physics)
 
 
 TASK = Task(

@@ -70,5 +70,5 @@ def make_task(
     and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
     geoms = (hfield_geoms, box_geoms)
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
-    solver = {"solver_iterations": solver_iterations, "ls_iterations": ls_iterations}
-    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", **solver)
+    physics = WALK.physics.with_solver(solver_iterations, ls_iterations)
+    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", physics=physics)

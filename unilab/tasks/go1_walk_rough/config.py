@@ -163,5 +163,5 @@ def make_task(
     }
     weights = {**WALK.weights, **{name: weight for name, weight in chosen.items() if weight}}
     walk = dataclasses.replace(WALK, robot=robot, weights=weights)
-    solver = {"solver_iterations": solver_iterations, "ls_iterations": ls_iterations}
-    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough", **solver)
+    physics = walk.physics.with_solver(solver_iterations, ls_iterations)
+    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="go1_walk_rough", physics=physics)

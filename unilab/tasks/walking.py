@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import torch
 
 from unilab.context import RobotConfig
 from unilab.core.spec import Mirror
-from unilab.envs.config import TaskConfig
+from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, SolverIterations, TaskConfig
 from unilab.managers.terms import (
     ActionTerm,
     CommandTerm,
@@ -280,6 +280,26 @@ def make_walk(
         ground_force_geoms=robot.foot_geoms if "penalty_feet_stumble" in spec.weights else (),
     )
     return task if randomization is None else randomize(task, randomization)
+
+
+def flat_walk_factory(spec: WalkSpec) -> Callable[..., TaskConfig]:
+    """The config factory of ``spec``'s walk on flat ground, its knobs the noise, the physics buffers (defaults the
+    spec's) and the solver's caps."""
+
+    def make_task(
+        noise_scale: NoiseScale = 1.0,
+        nconmax: ContactsPerWorld = spec.physics.nconmax,
+        njmax: ConstraintRows = spec.physics.njmax,
+        solver_iterations: SolverIterations = None,
+        ls_iterations: SolverIterations = None,
+    ) -> TaskConfig:
+        """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes; ``nconmax`` and ``njmax``
+        size the physics buffers; ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's iterations
+        (None: the MJCF's)."""
+        physics = spec.physics.sized(nconmax, njmax, solver_iterations, ls_iterations)
+        return make_walk(spec, noise_scale, physics=physics)
+
+    return make_task
 
 
 def _observations(spec: WalkSpec, noise_scale: float, ground: Ground | None) -> dict[str, dict[str, ObsTerm]]:

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 
-from unilab.envs.config import ConstraintRows, ContactsPerWorld, NoiseScale, SolverIterations, TaskConfig
 from unilab.robots import go1
 from unilab.sim import SimConfig
-from unilab.tasks.walking import Gait, WalkSpec, make_walk
+from unilab.tasks.walking import Gait, WalkSpec, flat_walk_factory
 
 TROT = (0.0, math.pi, math.pi, 0.0)
 """Gait phase offsets in foot order (FR, FL, RR, RL): the diagonal pairs swing half a cycle apart."""
@@ -48,14 +47,4 @@ WALK = WalkSpec(
 )
 
 
-def make_task(
-    noise_scale: NoiseScale = 1.0,
-    nconmax: ContactsPerWorld = WALK.physics.nconmax,
-    njmax: ConstraintRows = WALK.physics.njmax,
-    solver_iterations: SolverIterations = None,
-    ls_iterations: SolverIterations = None,
-) -> TaskConfig:
-    """The task; ``noise_scale`` multiplies the actor's observation noise amplitudes; ``nconmax`` and ``njmax`` size
-    the physics buffers; ``solver_iterations`` and ``ls_iterations`` cap the Newton solver's iterations (None: the
-    MJCF's)."""
-    return make_walk(WALK, noise_scale, physics=WALK.physics.sized(nconmax, njmax, solver_iterations, ls_iterations))
+make_task = flat_walk_factory(WALK)

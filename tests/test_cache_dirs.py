@@ -191,6 +191,46 @@ def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path)
     assert not (tmp_path / "root" / "bytecode").exists()
 
 
+AHEAD_PROBE = """
+import sys
+from unilab.core import cache_dirs
+cache_dirs.configure()
+print(cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])),
+      cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])))
+"""
+
+
+def _compile_ahead(tmp_path: Path, min_cores: int, **variables: str) -> list[int]:
+    """``AHEAD_PROBE``'s two calls' worker counts, in a process whose bytecode a parent command put under the root."""
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
+    done = subprocess.run(
+        [sys.executable, "-c", AHEAD_PROBE, str(min_cores)], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [int(word) for word in done.stdout.split()]
+
+
+def test_the_stack_is_compiled_ahead_side_by_side_once_where_its_bytecode_goes_under_the_root(tmp_path: Path) -> None:
+    """Where a command keeps the stack's bytecode under the root and has the cores, the stack's packages are compiled
+    there side by side before they are imported, once: the second call finds them. A module that does not compile
+    (written for another Python) is skipped, not fatal. Nothing is written with too few cores, or where Python writes
+    bytecode beside the sources as usual."""
+    package = _probe_package(tmp_path)
+    (package / "other_python.py").write_text("match = (\n")
+    bytecode = tmp_path / "root" / "bytecode"
+    placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(bytecode)}
+    assert _compile_ahead(tmp_path, 10**6, **placed) == [0, 0]
+    assert not list(bytecode.rglob("probe_module*.pyc"))
+    assert _compile_ahead(tmp_path, 1) == [0, 0] and not bytecode.exists()
+    workers, again = _compile_ahead(tmp_path, 1, **placed)
+    assert workers >= 1 and again == 0
+    compiled = sorted(path.name.split(".")[0] for path in bytecode.rglob("*.pyc") if "probe_package" in path.parts)
+    assert compiled == ["__init__", "probe_module"]
+    assert not (package / "__pycache__").exists()
+
+
 def test_the_stack_s_bytecode_is_looked_for_beside_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = _probe_package(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path / "src"))

@@ -138,17 +138,30 @@ def configure() -> list[CacheDir]:
 STACK_SOURCES = (("torch", "_dynamo/symbolic_convert.py"), ("tensordict", "_td.py"), ("torchrl", "envs/common.py"))
 
 
+def _package_folder(package: str) -> Path | None:
+    """An installed package's folder, found without importing it; None where it is not installed as one."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except ImportError:  # a finder that refuses the name outright
+        return None
+    if spec is None or spec.origin is None or not spec.origin.endswith("__init__.py"):
+        return None
+    return Path(spec.origin).parent
+
+
+def _bytecode_cache() -> CacheDir:
+    """The bytecode cache as the environment places it now (``keep_bytecode`` may have placed it)."""
+    return next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
+
+
 def installed_without_bytecode() -> bool:
     """Whether a module of ``STACK_SOURCES`` has no bytecode beside its source; found without importing any. A
     package that is not installed (a robot's computer runs the deploy runtime without torch) has none to compile."""
     for package, module in STACK_SOURCES:
-        try:
-            spec = importlib.util.find_spec(package)
-        except ImportError:  # a finder that refuses the name outright
+        folder = _package_folder(package)
+        if folder is None:
             continue
-        if spec is None or spec.origin is None:
-            continue
-        source = Path(spec.origin).parent / module
+        source = folder / module
         cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
         if source.is_file() and not cached.is_file():
             return True
@@ -189,18 +202,13 @@ def compile_stack_ahead(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: i
     is not there yet (a fresh machine's first command: it would otherwise compile the stack one module at a time as
     it imports it, 8-10 s of an H200 machine's first start). Returns the workers used; 0 where nothing was done. A file
     that does not compile (a module for another Python) is left for Python to report if it is ever imported."""
-    ours = next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if ours.user_set or sys.pycache_prefix != str(ours.path) or cores < min_cores:
+    if sys.pycache_prefix is None or cores < min_cores:  # the usual case, answered before the root is probed
         return 0
-    folders = []
-    for package in packages:
-        try:
-            spec = importlib.util.find_spec(package)
-        except ImportError:  # a finder that refuses the name outright
-            continue
-        if spec is not None and spec.origin is not None and spec.origin.endswith("__init__.py"):
-            folders.append(Path(spec.origin).parent)
+    ours = _bytecode_cache()
+    if ours.user_set or sys.pycache_prefix != str(ours.path):
+        return 0
+    folders = [folder for folder in map(_package_folder, packages) if folder is not None]
     if not folders or Path(importlib.util.cache_from_source(str(folders[0] / "__init__.py"))).is_file():
         return 0
     for folder in folders:
@@ -216,7 +224,7 @@ def corrupt_bytecode(error: BaseException) -> Path | None:
     module (``bad marshal data``) until it is removed."""
     if not isinstance(error, (ValueError, EOFError, TypeError)):  # what unmarshalling a damaged body raises
         return None
-    ours = next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
+    ours = _bytecode_cache()
     if ours.user_set or sys.pycache_prefix != str(ours.path):
         return None
     trace = error.__traceback__

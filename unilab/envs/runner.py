@@ -1,11 +1,10 @@
 """Runs the functional env step in place on static buffers: one CUDA graph per step on GPU.
 
-The runner owns the state; each call advances it by one step (policy included, when
-given) through the env's donating ``step_``, so the physics is written straight into the
-state's tensors, and returns the transition. On CUDA the whole step is recorded once in a torch
-CUDA graph and replayed, so a step costs one graph launch and no host sync. On CPU the
-same in-place code runs eagerly (optionally through ``torch.compile``), which is how the
-CPU tests exercise it.
+The runner owns the state; each call advances it by one step (policy included, when given) through the env's
+donating ``step_entries_`` on the state's entries, so the physics is written straight into the state's tensors, and
+returns the transition. On CUDA the whole step is recorded once in a torch CUDA graph and replayed, so a step costs
+one graph launch and no host sync. On CPU the same in-place code runs eagerly (optionally through ``torch.compile``),
+which is how the CPU tests exercise it.
 
 The returned transition's tensors are rewritten by the next call: consume or copy them
 first. Bad actions are counted on device; ``check()`` raises at a host boundary.

@@ -271,6 +271,29 @@ def test_the_compiled_runner_keeps_the_state_the_pure_step_returns() -> None:
             torch.testing.assert_close(runner.state[key], expected[key], msg=str(key))
 
 
+@pytest.mark.parametrize(("sim", "task"), [("mjwarp", "g1_walk_flat_rand"), ("mujoco", "go1_walk_rough")])
+def test_the_compiled_runner_steps_as_the_pure_step_with_events_and_terrain(sim: str, task: str) -> None:
+    """The runner's compiled step over the state's entries traces whole and leaves the state ``env.step`` returns,
+    every entry, on the tasks whose steps do the most: interval pushes, a latency and per-world model parameters (the
+    randomised walk), the terrain's terms and curriculum (the Go1's rough walk). ``aot_eager``: tracing and
+    functionalization are what is checked; Inductor's code generation takes minutes on 2 cores."""
+    env = make_functional_env(task, sim=sim, num_envs=3)
+    weight = torch.randn(env.obs_dims["policy"], env.action_dim, generator=torch.Generator().manual_seed(0)) * 0.5
+
+    def policy(obs):
+        return torch.tanh(obs["policy"] @ weight)
+
+    runner = EnvRunner(env, policy, seed=5)
+    runner._advance_fn = torch.compile(runner._advance, fullgraph=True, backend="aot_eager")
+    for _ in range(3):
+        before, rng = runner.state.clone(), advance(runner.rng)
+        expected, transition = env.step(before, policy(before["obs"]), rng)
+        got = runner.step()
+        torch.testing.assert_close(got["next", "reward"], transition["next", "reward"])
+        for key in expected.keys(True, True):
+            torch.testing.assert_close(runner.state[key], expected[key], msg=str(key))
+
+
 def test_runner_reset_rewinds_to_the_seeded_start(short_env) -> None:
     def policy(obs):
         return torch.tanh(obs["policy"][:, :29])

@@ -302,7 +302,8 @@ def test_actor_loss_returns_detached_log_prob_and_uses_min_q() -> None:
             self.support = loss.critic.support
             self.shift = nn.Parameter(torch.zeros(()))
 
-        def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
+            assert frozen, "the actor's loss must see the critic frozen"
             logits = torch.full((2, obs.shape[0], ATOMS), -30.0)
             logits[0, :, -1] = 30.0  # Q = +5
             logits[1, :, 5] = 30.0  # Q = -2.5
@@ -494,6 +495,22 @@ def test_bf16_autocast_keeps_distribution_math_in_float32() -> None:
         log_prob = loss.actor_loss(make_batch())["log_prob"]
     assert out["loss_critic"].dtype == torch.float32 and log_prob.dtype == torch.float32
     assert all(torch.isfinite(out[key]) for key in loss.out_keys)
+
+
+def test_the_frozen_critic_is_the_eval_mode_critic_with_gradients_to_its_inputs_only() -> None:
+    loss = make_loss()
+    critic_obs, action = torch.randn(BATCH, CRITIC_OBS), torch.rand(BATCH, ACT, requires_grad=True)
+    loss.critic(critic_obs * 3 + 1, action.detach())  # running statistics away from their initial values
+    running = {k: v.clone() for k, v in loss.critic.named_buffers()}
+    frozen = loss.critic(critic_obs, action, frozen=True)
+    frozen.square().sum().backward()
+    assert loss.critic.training and all(p.grad is None for p in loss.critic.parameters())
+    for name, value in loss.critic.named_buffers():
+        assert torch.equal(value, running[name]), name
+    loss.critic.eval()
+    plain = loss.critic(critic_obs, action)
+    (plain_grad,) = torch.autograd.grad(plain.square().sum(), action)
+    assert torch.equal(frozen, plain) and torch.equal(action.grad, plain_grad)
 
 
 def test_actor_sees_the_critic_on_running_statistics() -> None:

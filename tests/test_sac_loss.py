@@ -238,6 +238,18 @@ def test_each_member_bootstraps_from_its_own_target() -> None:
 # ---------------------------------------------------------------- gradient routing
 
 
+def test_the_frozen_critic_is_the_critic_with_gradients_to_its_inputs_only() -> None:
+    critic = EnsembleCritic(CRITIC_OBS, ACT, hidden=(32, 16), num_atoms=ATOMS, normalize_obs=True)
+    critic.obs_norm.update(torch.randn(32, CRITIC_OBS) * 2 + 1)
+    obs, action = torch.randn(8, CRITIC_OBS), torch.randn(8, ACT, requires_grad=True)
+    frozen = critic(obs, action, frozen=True)
+    frozen.square().sum().backward()
+    assert grads_are_none(critic)
+    plain = critic(obs, action)
+    (plain_grad,) = torch.autograd.grad(plain.square().sum(), action)
+    assert torch.equal(frozen, plain) and torch.equal(action.grad, plain_grad)
+
+
 def test_critic_loss_only_reaches_critic() -> None:
     loss = make_loss()
     loss.critic_loss(make_batch())["loss_critic"].backward()

@@ -63,6 +63,13 @@ class RunningNorm(nn.Module):
         return normalised if self.clip is None else normalised.clamp(-self.clip, self.clip)
 
 
+def detached(param: Tensor, frozen: bool) -> Tensor:
+    """``param`` cut from autograd when ``frozen``. A frozen forward reads its weights through this instead of
+    ``torch.func.functional_call`` with detached copies: the same graph, but Dynamo traces a handful of ops rather
+    than the swap of every parameter in and out of the module."""
+    return param.detach() if frozen else param
+
+
 def mlp(in_dim: int, widths: Sequence[int]) -> nn.Sequential:
     """Linear + LayerNorm + SiLU blocks; LayerNorm keeps pre-activations in range at the high update-to-data ratios
     FastSAC uses."""
@@ -160,9 +167,9 @@ class EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
 
-    def forward(self, x: Tensor) -> Tensor:
-        product = torch.bmm(x, self.weight)
-        return product + self.bias.to(product.dtype)  # the product's dtype: bf16 under autocast
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        product = torch.bmm(x, detached(self.weight, frozen))
+        return product + detached(self.bias, frozen).to(product.dtype)  # the product's dtype: bf16 under autocast
 
 
 class EnsembleLayerNorm(nn.Module):
@@ -174,8 +181,9 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(num_members, 1, dim))
         self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        normalised = F.layer_norm(x, x.shape[-1:], eps=self.eps)
+        return torch.addcmul(detached(self.bias, frozen), normalised, detached(self.weight, frozen))
 
 
 class EnsembleCritic(nn.Module):
@@ -209,12 +217,15 @@ class EnsembleCritic(nn.Module):
         layers.append(EnsembleLinear(num_members, widths[-1], num_atoms))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        """Logits of shape (num_members, *batch, num_atoms)."""
+    def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
+        """Logits of shape (num_members, *batch, num_atoms); ``frozen``: on detached parameters, the critic as the
+        actor's loss sees it (a gradient reaches the inputs, never the critic)."""
         x = torch.cat([self.obs_norm(obs), action], dim=-1)
         batch_shape = x.shape[:-1]
         x = x.reshape(1, -1, x.shape[-1]).expand(self.num_members, -1, -1)
-        return self.net(x).reshape(self.num_members, *batch_shape, -1)
+        for layer in self.net:
+            x = layer(x, frozen) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
+        return x.reshape(self.num_members, *batch_shape, -1)
 
     def expected_q(self, logits: Tensor) -> Tensor:
         """Mean of each member's return distribution, in float32."""

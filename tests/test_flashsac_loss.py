@@ -103,6 +103,24 @@ def test_actor_initial_log_std_is_the_requested_value() -> None:
     torch.testing.assert_close(log_std, torch.full_like(log_std, math.log(0.3)), atol=1e-5, rtol=0)
 
 
+def test_the_frozen_actor_is_the_eval_mode_actor_and_moves_nothing() -> None:
+    """Acting and the next-action draw read the actor frozen: its BatchNorms on running statistics that the draw
+    does not move, whatever the module's mode, and no gradient reaches its parameters."""
+    actor = FlashActor(OBS, ACT, width=16)
+    randomise_heads(actor)
+    obs, noise = torch.randn(16, OBS) * 2 + 1, torch.randn(16, ACT)
+    actor.sample(obs * 3)  # training mode: the running statistics move away from their initial values
+    running = [b.clone() for b in actor.buffers()]
+    action, log_prob = actor.sample(obs.requires_grad_(), noise, frozen=True)
+    (action.sum() + log_prob.sum()).backward()
+    assert actor.training and all(p.grad is None for p in actor.parameters()) and obs.grad is not None
+    assert all(torch.equal(b, r) for b, r in zip(actor.buffers(), running, strict=True))
+    actor.eval()
+    with torch.no_grad():
+        want_action, want_log_prob = actor.sample(obs, noise)
+    assert torch.equal(action, want_action) and torch.equal(log_prob, want_log_prob)
+
+
 def test_log_std_bounds_for_extreme_inputs() -> None:
     actor = FlashActor(OBS, ACT, width=16)
     with torch.no_grad():

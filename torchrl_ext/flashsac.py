@@ -28,7 +28,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import Tensor, nn
 
 from torchrl_ext.distributed import ALONE, World
-from torchrl_ext.networks import SquashedGaussianPolicy, detached, fold_moments_
+from torchrl_ext.networks import SquashedGaussianPolicy, detached, fold_moments_, linear
 from torchrl_ext.sac import SoftActorCriticLoss, Transition, flatten_batch, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
@@ -83,12 +83,6 @@ def project_weights_(module: nn.Module, eps: float = _ROW_NORM_EPS) -> None:
     norms = [torch.linalg.vector_norm(w, dim=1, keepdim=True) for w in weights]
     torch._foreach_clamp_min_(norms, eps)
     torch._foreach_div_(weights, norms)
-
-
-def linear(layer: nn.Linear, x: Tensor, frozen: bool) -> Tensor:
-    """``layer(x)``, on detached parameters when ``frozen``."""
-    bias = None if layer.bias is None else detached(layer.bias, frozen)
-    return F.linear(x, detached(layer.weight, frozen), bias)
 
 
 def batch_norm(norm: nn.BatchNorm1d, x: Tensor, frozen: bool) -> Tensor:
@@ -190,8 +184,8 @@ class FlashActor(SquashedGaussianPolicy):
                 head.bias.zero_()
             self.log_std_head.bias.fill_(math.atanh(min(max(unit, -0.999), 0.999)))
 
-    def features(self, obs: Tensor) -> Tensor:
-        return self.trunk(obs)
+    def features(self, obs: Tensor, frozen: bool = False) -> Tensor:
+        return self.trunk(obs, frozen)
 
 
 class FlashCritic(nn.Module):
@@ -393,17 +387,10 @@ class FlashSACLoss(SoftActorCriticLoss):
     @torch.no_grad()
     def _joint_batch(self, t: Transition) -> tuple[Tensor, Tensor, Tensor]:
         """``[s; s']`` critic observations, ``[a; a']`` actions (a' drawn by the actor) and log pi(a'|s')."""
-        next_action, next_log_prob = self._sample_eval(t.next_observation)
+        # a' as the collector draws it: the actor's BatchNorms on their running statistics
+        next_action, next_log_prob = self.actor.sample(t.next_observation, frozen=True)
         critic_obs = torch.cat([t.critic_observation, t.next_critic_observation])
         return critic_obs, torch.cat([t.action, next_action]), next_log_prob
-
-    def _sample_eval(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """An action as the collector would draw it: the actor's BatchNorm on running statistics."""
-        self.actor.eval()
-        try:
-            return self.actor.sample(obs)
-        finally:
-            self.actor.train()
 
     @torch.no_grad()
     def _target(self, critic_obs: Tensor, actions: Tensor, next_log_prob: Tensor, transition: Transition) -> Tensor:

@@ -362,8 +362,9 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
         ("go1_walk_rough", {}),
         ("go1_walk_rough", {"falls": "knees"}),
         ("go1_walk_rough", {"stumble": -1.0}),
+        ("g1_motion_tracking", {}),
     ],
-    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees", "go1-rough-stumble"],
+    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees", "go1-rough-stumble", "tracking"],
 )
 def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
@@ -375,7 +376,8 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too; the
     Go1's rough walk reads the height map in more of its terms (the ground's plane, the feet's clearance; with
     ``falls=knees`` the knees' clearance) and, by default, a contact sensor's count, which MuJoCo Warp fills from the
-    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too."""
+    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too. The
+    tracking task reads its reference clip in its terms, on the plane."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda", generator=seeded) * 0.1
@@ -384,7 +386,7 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
         return torch.tanh(obs["policy"] @ weight)
 
     captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)
-    on_plane = task == "g1_walk_flat"
+    on_plane = task in ("g1_walk_flat", "g1_motion_tracking")
     for _ in range(4):
         state, rng = captured.state.clone(), advance(captured.rng)
         expected = env.step(state, policy(state["obs"]), rng)

@@ -149,9 +149,11 @@ def _package_folder(package: str) -> Path | None:
     return Path(spec.origin).parent
 
 
-def _bytecode_cache() -> CacheDir:
-    """The bytecode cache as the environment places it now (``keep_bytecode`` may have placed it)."""
-    return next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
+def _placed_bytecode() -> Path | None:
+    """The bytecode cache's folder where ``keep_bytecode`` put this process's bytecode there; None where Python writes
+    it as usual or where the user chose its place."""
+    ours = next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
+    return None if ours.user_set or sys.pycache_prefix != str(ours.path) else ours.path
 
 
 def installed_without_bytecode() -> bool:
@@ -205,8 +207,7 @@ def compile_stack_ahead(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: i
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if sys.pycache_prefix is None or cores < min_cores:  # the usual case, answered before the root is probed
         return 0
-    ours = _bytecode_cache()
-    if ours.user_set or sys.pycache_prefix != str(ours.path):
+    if _placed_bytecode() is None:
         return 0
     folders = [folder for folder in map(_package_folder, packages) if folder is not None]
     if not folders or Path(importlib.util.cache_from_source(str(folders[0] / "__init__.py"))).is_file():
@@ -224,14 +225,14 @@ def corrupt_bytecode(error: BaseException) -> Path | None:
     module (``bad marshal data``) until it is removed."""
     if not isinstance(error, (ValueError, EOFError, TypeError)):  # what unmarshalling a damaged body raises
         return None
-    ours = _bytecode_cache()
-    if ours.user_set or sys.pycache_prefix != str(ours.path):
+    ours = _placed_bytecode()
+    if ours is None:
         return None
     trace = error.__traceback__
     while trace is not None:
         frame = trace.tb_frame
         path = frame.f_locals.get("bytecode_path") if frame.f_code.co_name == "_compile_bytecode" else None
-        if isinstance(path, str) and Path(path).is_relative_to(ours.path) and Path(path).is_file():
+        if isinstance(path, str) and Path(path).is_relative_to(ours) and Path(path).is_file():
             return Path(path)
         trace = trace.tb_next
     return None

@@ -103,6 +103,24 @@ def test_actor_initial_log_std_is_the_requested_value() -> None:
     torch.testing.assert_close(log_std, torch.full_like(log_std, math.log(0.3)), atol=1e-5, rtol=0)
 
 
+def test_the_frozen_actor_is_the_eval_mode_actor_and_moves_nothing() -> None:
+    """Acting and the next-action draw read the actor frozen: its BatchNorms on running statistics that the draw
+    does not move, whatever the module's mode, and no gradient reaches its parameters."""
+    actor = FlashActor(OBS, ACT, width=16)
+    randomise_heads(actor)
+    obs, noise = torch.randn(16, OBS) * 2 + 1, torch.randn(16, ACT)
+    actor.sample(obs * 3)  # training mode: the running statistics move away from their initial values
+    running = [b.clone() for b in actor.buffers()]
+    action, log_prob = actor.sample(obs.requires_grad_(), noise, frozen=True)
+    (action.sum() + log_prob.sum()).backward()
+    assert actor.training and all(p.grad is None for p in actor.parameters()) and obs.grad is not None
+    assert all(torch.equal(b, r) for b, r in zip(actor.buffers(), running, strict=True))
+    actor.eval()
+    with torch.no_grad():
+        want_action, want_log_prob = actor.sample(obs, noise)
+    assert torch.equal(action, want_action) and torch.equal(log_prob, want_log_prob)
+
+
 def test_log_std_bounds_for_extreme_inputs() -> None:
     actor = FlashActor(OBS, ACT, width=16)
     with torch.no_grad():
@@ -302,7 +320,8 @@ def test_actor_loss_returns_detached_log_prob_and_uses_min_q() -> None:
             self.support = loss.critic.support
             self.shift = nn.Parameter(torch.zeros(()))
 
-        def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
+            assert frozen, "the actor's loss must see the critic frozen"
             logits = torch.full((2, obs.shape[0], ATOMS), -30.0)
             logits[0, :, -1] = 30.0  # Q = +5
             logits[1, :, 5] = 30.0  # Q = -2.5
@@ -494,6 +513,22 @@ def test_bf16_autocast_keeps_distribution_math_in_float32() -> None:
         log_prob = loss.actor_loss(make_batch())["log_prob"]
     assert out["loss_critic"].dtype == torch.float32 and log_prob.dtype == torch.float32
     assert all(torch.isfinite(out[key]) for key in loss.out_keys)
+
+
+def test_the_frozen_critic_is_the_eval_mode_critic_with_gradients_to_its_inputs_only() -> None:
+    loss = make_loss()
+    critic_obs, action = torch.randn(BATCH, CRITIC_OBS), torch.rand(BATCH, ACT, requires_grad=True)
+    loss.critic(critic_obs * 3 + 1, action.detach())  # running statistics away from their initial values
+    running = {k: v.clone() for k, v in loss.critic.named_buffers()}
+    frozen = loss.critic(critic_obs, action, frozen=True)
+    frozen.square().sum().backward()
+    assert loss.critic.training and all(p.grad is None for p in loss.critic.parameters())
+    for name, value in loss.critic.named_buffers():
+        assert torch.equal(value, running[name]), name
+    loss.critic.eval()
+    plain = loss.critic(critic_obs, action)
+    (plain_grad,) = torch.autograd.grad(plain.square().sum(), action)
+    assert torch.equal(frozen, plain) and torch.equal(action.grad, plain_grad)
 
 
 def test_actor_sees_the_critic_on_running_statistics() -> None:

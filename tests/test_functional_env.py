@@ -253,6 +253,47 @@ def test_compiled_runner_traces_its_first_step_in_a_fresh_process() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
 
 
+def test_the_compiled_runner_keeps_the_state_the_pure_step_returns() -> None:
+    """Compiled by Inductor, the runner's in-place step leaves the state ``env.step`` returns, every entry: the step
+    moves the old action tensor to ``prev_action`` while overwriting ``action``, which a compiled update got wrong."""
+    env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=3)
+    weight = torch.randn(env.obs_dims["policy"], env.action_dim, generator=torch.Generator().manual_seed(0)) * 0.1
+
+    def policy(obs):
+        return torch.tanh(obs["policy"] @ weight)
+
+    runner = EnvRunner(env, policy, seed=3, compile=True, capture=False)
+    for _ in range(2):
+        before, rng = runner.state.clone(), advance(runner.rng)
+        expected, _ = env.step(before, policy(before["obs"]), rng)
+        runner.step()
+        for key in expected.keys(True, True):
+            torch.testing.assert_close(runner.state[key], expected[key], msg=str(key))
+
+
+@pytest.mark.parametrize(("sim", "task"), [("mjwarp", "g1_walk_flat_rand"), ("mujoco", "go1_walk_rough")])
+def test_the_compiled_runner_steps_as_the_pure_step_with_events_and_terrain(sim: str, task: str) -> None:
+    """The runner's compiled step over the state's entries traces whole and leaves the state ``env.step`` returns,
+    every entry, on the tasks whose steps do the most: interval pushes, a latency and per-world model parameters (the
+    randomised walk), the terrain's terms and curriculum (the Go1's rough walk). ``aot_eager``: tracing and
+    functionalization are what is checked; Inductor's code generation takes minutes on 2 cores."""
+    env = make_functional_env(task, sim=sim, num_envs=3)
+    weight = torch.randn(env.obs_dims["policy"], env.action_dim, generator=torch.Generator().manual_seed(0)) * 0.5
+
+    def policy(obs):
+        return torch.tanh(obs["policy"] @ weight)
+
+    runner = EnvRunner(env, policy, seed=5)
+    runner._advance_fn = torch.compile(runner._advance, fullgraph=True, backend="aot_eager")
+    for _ in range(3):
+        before, rng = runner.state.clone(), advance(runner.rng)
+        expected, transition = env.step(before, policy(before["obs"]), rng)
+        got = runner.step()
+        torch.testing.assert_close(got["next", "reward"], transition["next", "reward"])
+        for key in expected.keys(True, True):
+            torch.testing.assert_close(runner.state[key], expected[key], msg=str(key))
+
+
 def test_runner_reset_rewinds_to_the_seeded_start(short_env) -> None:
     def policy(obs):
         return torch.tanh(obs["policy"][:, :29])
@@ -321,8 +362,9 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
         ("go1_walk_rough", {}),
         ("go1_walk_rough", {"falls": "knees"}),
         ("go1_walk_rough", {"stumble": -1.0}),
+        ("g1_motion_tracking", {}),
     ],
-    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees", "go1-rough-stumble"],
+    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees", "go1-rough-stumble", "tracking"],
 )
 def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
@@ -334,7 +376,8 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too; the
     Go1's rough walk reads the height map in more of its terms (the ground's plane, the feet's clearance; with
     ``falls=knees`` the knees' clearance) and, by default, a contact sensor's count, which MuJoCo Warp fills from the
-    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too."""
+    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too. The
+    tracking task reads its reference clip in its terms, on the plane."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)
     weight = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda", generator=seeded) * 0.1
@@ -343,7 +386,7 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
         return torch.tanh(obs["policy"] @ weight)
 
     captured = EnvRunner(env, policy, seed=3, capture=True, warmup_steps=3)
-    on_plane = task == "g1_walk_flat"
+    on_plane = task in ("g1_walk_flat", "g1_motion_tracking")
     for _ in range(4):
         state, rng = captured.state.clone(), advance(captured.rng)
         expected = env.step(state, policy(state["obs"]), rng)
@@ -357,6 +400,27 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
             f"captured parts from eager in {captured_apart} envs, eager twice in {eager_apart}"
         )
     captured.check()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_captured_compiled_runner_keeps_the_previous_action_on_cuda() -> None:
+    """Training's runner (compiled, then captured) stores as ``prev_action`` the action of the step before, not the
+    step's own. Compared exactly, since it is a copy: the other entries differ from an eager step by the float
+    order of compiled kernels (checked within tolerance by ``test_captured_runner_matches_eager_on_cuda``)."""
+    env = make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=64, device="cuda")
+    weight = torch.randn(env.obs_dims["policy"], env.action_dim, device="cuda", generator=torch.Generator("cuda")) * 0.1
+
+    def policy(obs):
+        return torch.tanh(obs["policy"] @ weight)
+
+    runner = EnvRunner(env, policy, seed=3, compile=True, capture=True)
+    for _ in range(3):
+        previous = runner.state["env", "action"].clone()
+        runner.step()
+        torch.cuda.synchronize()
+        assert torch.equal(runner.state["env", "prev_action"], previous)
+        assert not torch.equal(runner.state["env", "action"], previous)
 
 
 def assert_laid_out(spec, state) -> None:

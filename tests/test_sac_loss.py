@@ -238,6 +238,32 @@ def test_each_member_bootstraps_from_its_own_target() -> None:
 # ---------------------------------------------------------------- gradient routing
 
 
+def test_the_frozen_critic_is_the_critic_with_gradients_to_its_inputs_only() -> None:
+    critic = EnsembleCritic(CRITIC_OBS, ACT, hidden=(32, 16), num_atoms=ATOMS, normalize_obs=True)
+    critic.obs_norm.update(torch.randn(32, CRITIC_OBS) * 2 + 1)
+    obs, action = torch.randn(8, CRITIC_OBS), torch.randn(8, ACT, requires_grad=True)
+    frozen = critic(obs, action, frozen=True)
+    frozen.square().sum().backward()
+    assert grads_are_none(critic)
+    plain = critic(obs, action)
+    (plain_grad,) = torch.autograd.grad(plain.square().sum(), action)
+    assert torch.equal(frozen, plain) and torch.equal(action.grad, plain_grad)
+
+
+def test_the_frozen_actor_is_the_actor_with_gradients_to_its_inputs_only() -> None:
+    actor = Actor(OBS, ACT, hidden=(32, 16), normalize_obs=True)
+    with torch.no_grad():
+        for head in (actor.mean_head, actor.log_std_head):
+            head.weight.normal_(0, 0.3)
+    actor.obs_norm.update(torch.randn(32, OBS) * 2 + 1)
+    obs, noise = torch.randn(8, OBS, requires_grad=True), torch.randn(8, ACT)
+    action, log_prob = actor.sample(obs, noise, frozen=True)
+    (action.sum() + log_prob.sum()).backward()
+    assert grads_are_none(actor) and obs.grad is not None
+    want_action, want_log_prob = actor.sample(obs, noise)
+    assert torch.equal(action, want_action) and torch.equal(log_prob, want_log_prob)
+
+
 def test_critic_loss_only_reaches_critic() -> None:
     loss = make_loss()
     loss.critic_loss(make_batch())["loss_critic"].backward()

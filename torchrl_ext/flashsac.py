@@ -26,10 +26,9 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
 from torch import Tensor, nn
-from torch.func import functional_call
 
 from torchrl_ext.distributed import ALONE, World
-from torchrl_ext.networks import SquashedGaussianPolicy, fold_moments_
+from torchrl_ext.networks import SquashedGaussianPolicy, detached, fold_moments_, linear
 from torchrl_ext.sac import SoftActorCriticLoss, Transition, flatten_batch, project_distribution
 
 FLASH_LOG_STD_MIN = -10.0
@@ -86,6 +85,16 @@ def project_weights_(module: nn.Module, eps: float = _ROW_NORM_EPS) -> None:
     torch._foreach_div_(weights, norms)
 
 
+def batch_norm(norm: nn.BatchNorm1d, x: Tensor, frozen: bool) -> Tensor:
+    """``norm(x)``; when ``frozen``, as in eval mode (running statistics, none updated) on detached parameters,
+    whatever the module's mode: toggling ``eval()`` and ``train()`` inside a compiled function costs Dynamo a walk
+    over every submodule each way."""
+    if not frozen:
+        return norm(x)
+    weight, bias = detached(norm.weight, frozen), detached(norm.bias, frozen)
+    return F.batch_norm(x, norm.running_mean, norm.running_var, weight, bias, training=False, eps=norm.eps)
+
+
 class ResidualBlock(nn.Module):
     """``x + Linear(4w -> w)(ReLU(BatchNorm(Linear(w -> 4w)(x))))`` on (N, w) inputs.
 
@@ -98,8 +107,9 @@ class ResidualBlock(nn.Module):
         self.norm = nn.BatchNorm1d(expansion * width, momentum=BN_MOMENTUM)
         self.contract = UnitNormLinear(expansion * width, width)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x + self.contract(F.relu(self.norm(self.expand(x))))
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        expanded = batch_norm(self.norm, linear(self.expand, x, frozen), frozen)
+        return x + linear(self.contract, F.relu(expanded), frozen)
 
 
 class RMSNorm(nn.Module):
@@ -111,8 +121,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * detached(self.weight, frozen)
 
 
 class ResidualTrunk(nn.Module):
@@ -132,11 +142,14 @@ class ResidualTrunk(nn.Module):
         self.blocks = nn.Sequential(*(ResidualBlock(width) for _ in range(num_blocks)))
         self.out_norm = RMSNorm(width)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        """``frozen``: on detached parameters and every BatchNorm on its running statistics (as in eval mode)."""
         batch_shape = x.shape[:-1]
-        hidden = self.blocks(self.project(self.in_norm(x.reshape(-1, x.shape[-1]))))
+        hidden = linear(self.project, batch_norm(self.in_norm, x.reshape(-1, x.shape[-1]), frozen), frozen)
+        for block in self.blocks:
+            hidden = block(hidden, frozen)
         # RMSNorm in the weight's dtype (float32): under bf16 autocast the output scale would otherwise round in bf16.
-        features = self.out_norm(hidden.to(self.out_norm.weight.dtype))
+        features = self.out_norm(hidden.to(self.out_norm.weight.dtype), frozen)
         return features.reshape(*batch_shape, self.width)
 
 
@@ -171,8 +184,8 @@ class FlashActor(SquashedGaussianPolicy):
                 head.bias.zero_()
             self.log_std_head.bias.fill_(math.atanh(min(max(unit, -0.999), 0.999)))
 
-    def features(self, obs: Tensor) -> Tensor:
-        return self.trunk(obs)
+    def features(self, obs: Tensor, frozen: bool = False) -> Tensor:
+        return self.trunk(obs, frozen)
 
 
 class FlashCritic(nn.Module):
@@ -204,10 +217,11 @@ class FlashCritic(nn.Module):
             for _ in range(num_members)
         )
 
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        """Logits of shape (num_members, *batch, num_atoms)."""
+    def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
+        """Logits of shape (num_members, *batch, num_atoms); ``frozen``: the critic as the actor's loss sees it, on
+        detached parameters and running statistics, whatever the module's mode."""
         x = torch.cat([obs, action], dim=-1)
-        return torch.stack([member(x) for member in self.members])
+        return torch.stack([linear(head, trunk(x, frozen), frozen) for trunk, head in self.members])
 
     def expected_q(self, logits: Tensor) -> Tensor:
         """Mean of each member's return distribution, in float32."""
@@ -373,17 +387,10 @@ class FlashSACLoss(SoftActorCriticLoss):
     @torch.no_grad()
     def _joint_batch(self, t: Transition) -> tuple[Tensor, Tensor, Tensor]:
         """``[s; s']`` critic observations, ``[a; a']`` actions (a' drawn by the actor) and log pi(a'|s')."""
-        next_action, next_log_prob = self._sample_eval(t.next_observation)
+        # a' as the collector draws it: the actor's BatchNorms on their running statistics
+        next_action, next_log_prob = self.actor.sample(t.next_observation, frozen=True)
         critic_obs = torch.cat([t.critic_observation, t.next_critic_observation])
         return critic_obs, torch.cat([t.action, next_action]), next_log_prob
-
-    def _sample_eval(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """An action as the collector would draw it: the actor's BatchNorm on running statistics."""
-        self.actor.eval()
-        try:
-            return self.actor.sample(obs)
-        finally:
-            self.actor.train()
 
     @torch.no_grad()
     def _target(self, critic_obs: Tensor, actions: Tensor, next_log_prob: Tensor, transition: Transition) -> Tensor:
@@ -404,18 +411,14 @@ class FlashSACLoss(SoftActorCriticLoss):
         return project_distribution(atoms, chosen, self.critic.v_min, self.critic.v_max)
 
     def _frozen_critic(self, critic_obs: Tensor, action: Tensor) -> Tensor:
-        """The critic with detached parameters, in eval mode: the actor's gradient reaches the critic input only.
+        """The critic with detached parameters, on running statistics: the actor's gradient reaches the critic
+        input only.
 
-        Eval mode matters: in training mode a batch of policy actions, which all share the policy's spread, is
+        Running statistics matter: in training mode a batch of policy actions, which all share the policy's spread, is
         standardised by its own statistics, so Q could not see what a wider or narrower policy costs and nothing
         but the entropy bonus would act on the policy's standard deviation.
         """
-        params = {name: p.detach() for name, p in self.critic.named_parameters()}
-        self.critic.eval()
-        try:
-            return functional_call(self.critic, (params, dict(self.critic.named_buffers())), (critic_obs, action))
-        finally:
-            self.critic.train()
+        return self.critic(critic_obs, action, frozen=True)
 
     def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
         """``mean(alpha * log pi - min_i E[Q_i])``; also returns the detached per-sample ``log_prob``."""

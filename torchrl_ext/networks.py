@@ -63,14 +63,41 @@ class RunningNorm(nn.Module):
         return normalised if self.clip is None else normalised.clamp(-self.clip, self.clip)
 
 
-def mlp(in_dim: int, widths: Sequence[int]) -> nn.Sequential:
+def detached(param: Tensor, frozen: bool) -> Tensor:
+    """``param`` cut from autograd when ``frozen``. A frozen forward reads its weights through this instead of
+    ``torch.func.functional_call`` with detached copies: the same graph, but Dynamo traces a handful of ops rather
+    than the swap of every parameter in and out of the module."""
+    return param.detach() if frozen else param
+
+
+def linear(layer: nn.Linear, x: Tensor, frozen: bool) -> Tensor:
+    """``layer(x)``, on detached parameters when ``frozen``."""
+    bias = None if layer.bias is None else detached(layer.bias, frozen)
+    return F.linear(x, detached(layer.weight, frozen), bias)
+
+
+class MLP(nn.Sequential):
     """Linear + LayerNorm + SiLU blocks; LayerNorm keeps pre-activations in range at the high update-to-data ratios
     FastSAC uses."""
-    layers: list[nn.Module] = []
-    for width in widths:
-        layers += [nn.Linear(in_dim, width), nn.LayerNorm(width), nn.SiLU()]
-        in_dim = width
-    return nn.Sequential(*layers)
+
+    def __init__(self, in_dim: int, widths: Sequence[int]) -> None:
+        layers: list[nn.Module] = []
+        for width in widths:
+            layers += [nn.Linear(in_dim, width), nn.LayerNorm(width), nn.SiLU()]
+            in_dim = width
+        super().__init__(*layers)
+
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        """``frozen``: on detached parameters."""
+        for layer in self:
+            if isinstance(layer, nn.Linear):
+                x = linear(layer, x, frozen)
+            elif isinstance(layer, nn.LayerNorm):
+                weight, bias = detached(layer.weight, frozen), detached(layer.bias, frozen)
+                x = F.layer_norm(x, layer.normalized_shape, weight, bias, layer.eps)
+            else:
+                x = layer(x)
+        return x
 
 
 def _zero_linear(in_dim: int, out_dim: int) -> nn.Linear:
@@ -93,14 +120,16 @@ class SquashedGaussianPolicy(nn.Module):
     mean_head: nn.Linear
     log_std_head: nn.Linear
 
-    def features(self, obs: Tensor) -> Tensor:
+    def features(self, obs: Tensor, frozen: bool = False) -> Tensor:
         raise NotImplementedError
 
-    def distribution(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and log-std of the pre-tanh Gaussian, float32."""
-        features = self.features(obs)
-        mean = self.mean_head(features).float().clamp(-self.mean_limit, self.mean_limit)
-        squashed = torch.tanh(self.log_std_head(features).float())
+    def distribution(self, obs: Tensor, frozen: bool = False) -> tuple[Tensor, Tensor]:
+        """Mean and log-std of the pre-tanh Gaussian, float32. ``frozen``: the policy as acting and the critic's
+        targets read it, on detached parameters and any normaliser's running statistics, whatever the module's mode
+        (``eval()`` and ``train()`` inside a compiled function cost Dynamo a walk over every submodule each way)."""
+        features = self.features(obs, frozen)
+        mean = linear(self.mean_head, features, frozen).float().clamp(-self.mean_limit, self.mean_limit)
+        squashed = torch.tanh(linear(self.log_std_head, features, frozen).float())
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (squashed + 1)
         return mean, log_std
 
@@ -108,14 +137,15 @@ class SquashedGaussianPolicy(nn.Module):
         """Deterministic action, the one a deployed policy takes."""
         return torch.tanh(self.distribution(obs)[0])
 
-    def sample(self, obs: Tensor, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sample(self, obs: Tensor, noise: Tensor | None = None, frozen: bool = False) -> tuple[Tensor, Tensor]:
         """Reparameterised action and its log-probability under the squashed distribution.
 
         ``noise`` (standard normal, like ``mean``) lets the collector pass draws from its own RNG (or held noise);
         fresh draws from torch's generator otherwise. The tanh Jacobian uses ``log(1 - tanh(u)^2) = 2 (log 2 - u -
         softplus(-2u))``, which stays finite when the action saturates, where the naive form takes the log of zero.
+        ``frozen`` as in ``distribution``.
         """
-        mean, log_std = self.distribution(obs)
+        mean, log_std = self.distribution(obs, frozen)
         noise = torch.randn_like(mean) if noise is None else noise.to(mean.dtype)
         pre_tanh = mean + noise * log_std.exp()
         gaussian = (-0.5 * noise.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * mean.shape[-1]
@@ -138,12 +168,12 @@ class Actor(SquashedGaussianPolicy):
     ) -> None:
         super().__init__()
         self.obs_norm: nn.Module = RunningNorm(obs_dim) if normalize_obs else nn.Identity()
-        self.trunk = mlp(obs_dim, hidden)
+        self.trunk = MLP(obs_dim, hidden)
         self.mean_head = _zero_linear(hidden[-1], action_dim)
         self.log_std_head = _zero_linear(hidden[-1], action_dim)
 
-    def features(self, obs: Tensor) -> Tensor:
-        return self.trunk(self.obs_norm(obs))
+    def features(self, obs: Tensor, frozen: bool = False) -> Tensor:
+        return self.trunk(self.obs_norm(obs), frozen)
 
 
 class EnsembleLinear(nn.Module):
@@ -160,9 +190,9 @@ class EnsembleLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
 
-    def forward(self, x: Tensor) -> Tensor:
-        product = torch.bmm(x, self.weight)
-        return product + self.bias.to(product.dtype)  # the product's dtype: bf16 under autocast
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        product = torch.bmm(x, detached(self.weight, frozen))
+        return product + detached(self.bias, frozen).to(product.dtype)  # the product's dtype: bf16 under autocast
 
 
 class EnsembleLayerNorm(nn.Module):
@@ -174,8 +204,9 @@ class EnsembleLayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(num_members, 1, dim))
         self.bias = nn.Parameter(torch.zeros(num_members, 1, dim))
 
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.addcmul(self.bias, F.layer_norm(x, x.shape[-1:], eps=self.eps), self.weight)
+    def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
+        normalised = F.layer_norm(x, x.shape[-1:], eps=self.eps)
+        return torch.addcmul(detached(self.bias, frozen), normalised, detached(self.weight, frozen))
 
 
 class EnsembleCritic(nn.Module):
@@ -209,12 +240,15 @@ class EnsembleCritic(nn.Module):
         layers.append(EnsembleLinear(num_members, widths[-1], num_atoms))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
-        """Logits of shape (num_members, *batch, num_atoms)."""
+    def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
+        """Logits of shape (num_members, *batch, num_atoms); ``frozen``: on detached parameters, the critic as the
+        actor's loss sees it (a gradient reaches the inputs, never the critic)."""
         x = torch.cat([self.obs_norm(obs), action], dim=-1)
         batch_shape = x.shape[:-1]
         x = x.reshape(1, -1, x.shape[-1]).expand(self.num_members, -1, -1)
-        return self.net(x).reshape(self.num_members, *batch_shape, -1)
+        for layer in self.net:
+            x = layer(x, frozen) if isinstance(layer, (EnsembleLinear, EnsembleLayerNorm)) else layer(x)
+        return x.reshape(self.num_members, *batch_shape, -1)
 
     def expected_q(self, logits: Tensor) -> Tensor:
         """Mean of each member's return distribution, in float32."""

@@ -17,7 +17,6 @@ from typing import NamedTuple, Protocol
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 from torch import Tensor
-from torch.func import functional_call
 from torchrl.objectives import LossModule
 
 from torchrl_ext.distributed import ALONE, World
@@ -272,16 +271,11 @@ class SACLoss(SoftActorCriticLoss):
         atoms = transition.reward.float().unsqueeze(-1) + self.gamma * continuation.unsqueeze(-1) * soft_support
         return project_distribution(atoms, next_probs, self.critic.v_min, self.critic.v_max)
 
-    def _frozen_critic(self, critic_obs: Tensor, action: Tensor) -> Tensor:
-        # Detached parameters: the actor's gradient flows through the action only, never into the critic.
-        params = {name: param.detach() for name, param in self.critic.named_parameters()}
-        return functional_call(self.critic, params, (critic_obs, action))
-
     def actor_loss(self, tensordict: TensorDictBase) -> TensorDict:
         """``alpha * log pi - mean_i E[Q_i]``; also returns the detached per-sample ``log_prob`` for ``alpha_loss``."""
         obs, critic_obs = self._policy_inputs(tensordict)
         action, log_prob = self.actor.sample(obs)
-        q = self.critic.expected_q(self._frozen_critic(critic_obs, action)).mean(0)
+        q = self.critic.expected_q(self.critic(critic_obs, action, frozen=True)).mean(0)
         loss = (self.alpha * log_prob - q).mean()
         return TensorDict(loss_actor=loss, entropy=-log_prob.detach().mean(), log_prob=log_prob.detach())
 

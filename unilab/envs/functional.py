@@ -14,6 +14,11 @@ term math is torch on fixed shapes, resets are masks, randomness comes from ``rn
 physics enters through the opaque ops of ``unilab.sim.ops``. The returned state holds
 the observation the next action is computed from (post-reset for envs that just ended);
 the transition holds the true terminal observation under ``"next"``.
+
+Inside, the step works on the state's entries (``entries``: its tensors by ``(group, name)`` in a plain dict) and
+builds TensorDicts only at its edges (``assemble``, ``batch``); ``step_entries_`` is that core, which a compiled
+runner traces directly. Dynamo traces every TensorDict read or write through tensordict's Python, a few hundred
+bytecodes each: on the TensorDict itself the step's tracing was 84 % tensordict.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import Composite, Unbounded
 
-from unilab.context import ACTION_DELAY, EnvContext, apply_updates, write_updates
+from unilab.context import ACTION_DELAY, Entries, EnvContext, write_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec, Mirror
 from unilab.envs.config import TaskConfig, place_on_device
@@ -74,6 +79,7 @@ class FunctionalEnv:
         self.terminations = TerminationManager(task.terminations)
         self.obs_dims = {group: sum(dims.values()) for group, dims in self.obs_term_dims.items()}
         self._state_spec = self._layout(blank)
+        self._physics_names = tuple(blank["sim"].keys())
 
     # -- state ---------------------------------------------------------------------------
 
@@ -101,20 +107,50 @@ class FunctionalEnv:
             self.sim.initial_state(), self.ctx, self.action_dim, self.commands, self.events, self.curricula
         )
 
-    @staticmethod
-    def _with_own_physics(state: TensorDict) -> TensorDict:
-        """A shallow copy of ``state`` whose physics tensors are fresh copies, for the in-place sim ops to write."""
-        return apply_updates(state, {("sim", name): value.clone() for name, value in state["sim"].items()})
+    # -- the state's edges: a TensorDict outside the step, its entries inside ---------------
 
-    def _delayed(self, state: TensorDict, targets: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def entries(state: TensorDict) -> Entries:
+        """``state``'s own tensors by ``(group, name)``: what ``step_entries_`` takes."""
+        return dict(state.items(include_nested=True, leaves_only=True))
+
+    def assemble(self, entries: Entries) -> TensorDict:
+        """The state TensorDict of ``entries`` (their own tensors): ``task`` shared by all envs, the other groups
+        per env."""
+        groups: dict[str, dict[str, torch.Tensor]] = {}
+        for (group, name), value in entries.items():
+            groups.setdefault(group, {})[name] = value
+        dev = self.device
+        return TensorDict(
+            {
+                group: TensorDict(values, batch_size=[] if group == "task" else [self.num_envs], device=dev)
+                for group, values in groups.items()
+            },
+            batch_size=[],
+            device=dev,
+        )
+
+    def batch(self, data: dict, device: torch.device | None = None) -> TensorDict:
+        """Per-env tensors (nested dicts of them too) as a TensorDict over the envs: a transition, observations."""
+        return TensorDict(data, batch_size=[self.num_envs], device=device)
+
+    @staticmethod
+    def _own_physics(entries: Entries) -> Entries:
+        """``entries`` with fresh copies of the physics tensors, for the in-place sim ops to write."""
+        return {key: value.clone() if key[0] == "sim" else value for key, value in entries.items()}
+
+    def _physics(self, own: Entries) -> dict[str, torch.Tensor]:
+        return {name: own["sim", name] for name in self._physics_names}
+
+    def _delayed(self, own: Entries, targets: torch.Tensor) -> torch.Tensor:
         """``(substeps, N, nu)`` targets: the previous action's for the first ``ACTION_DELAY`` substeps of each
         env, ``targets`` after (an env just reset had action 0 before: the default pose)."""
-        previous = self.task.action.func(state["env", "prev_action"], self.ctx, **self.task.action.params)
-        late = (self._substep_index < state["env", ACTION_DELAY]).unsqueeze(-1)
+        previous = self.task.action.func(own["env", "prev_action"], self.ctx, **self.task.action.params)
+        late = (self._substep_index < own["env", ACTION_DELAY]).unsqueeze(-1)
         return torch.where(late, previous, targets)
 
     @staticmethod
-    def _diverged(physics: TensorDict) -> torch.Tensor:
+    def _diverged(physics: dict[str, torch.Tensor]) -> torch.Tensor:
         """Envs whose physics state is non-finite or moves impossibly fast, ``(N,)`` bool, found on device."""
         qpos, qvel = physics["qpos"], physics["qvel"]
         finite = torch.isfinite(qpos).all(-1) & torch.isfinite(qvel).all(-1)
@@ -127,36 +163,36 @@ class FunctionalEnv:
 
     # -- reset ---------------------------------------------------------------------------
 
-    def _reset_envs_(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> None:
+    def _reset_envs_(self, own: Entries, mask: torch.Tensor, rng: torch.Tensor) -> None:
         """Reset events, command resampling and bookkeeping for the masked envs; physics last.
 
-        Writes into ``state``, which the caller holds alone, physics tensors included.
+        Writes into ``own``, which the caller holds alone, physics tensors included.
         """
-        physics = dict(state["sim"].items())
+        physics = self._physics(own)
         rng = rnglib.fold(rng, _RESET_STREAM)
-        self.events.reset_(state, self.ctx, mask, rng)
-        self.commands.resample_(state, self.ctx, mask, rng)
-        zeros = torch.zeros_like(state["env", "action"])
+        self.events.reset_(own, self.ctx, mask, rng)
+        self.commands.resample_(own, self.ctx, mask, rng)
+        zeros = torch.zeros_like(own["env", "action"])
         write_updates(
-            state,
+            own,
             {
                 ("env", "action"): zeros,
                 ("env", "prev_action"): zeros,
-                ("env", "episode_step"): torch.zeros_like(state["env", "episode_step"]),
+                ("env", "episode_step"): torch.zeros_like(own["env", "episode_step"]),
             },
             mask,
         )
         # Positions go through the reset op; anything else an event set (actuator gains) is adopted here.
-        self._adopt_physics(state, physics, skip=("qpos", "qvel"))
-        ops.sim_reset_(self._handle, physics, mask, state["sim", "qpos"], state["sim", "qvel"])
-        write_updates(state, {("sim", name): value for name, value in physics.items()})
+        self._adopt_physics(own, physics, skip=("qpos", "qvel"))
+        ops.sim_reset_(self._handle, physics, mask, own["sim", "qpos"], own["sim", "qvel"])
+        write_updates(own, {("sim", name): value for name, value in physics.items()})
 
     @staticmethod
-    def _adopt_physics(state: TensorDict, physics: dict[str, torch.Tensor], skip: tuple[str, ...] = ()) -> None:
+    def _adopt_physics(own: Entries, physics: dict[str, torch.Tensor], skip: tuple[str, ...] = ()) -> None:
         """Terms return new tensors for the physics entries they set; write those into the owned ``physics``
         tensors (the ones ``step_`` donates), so the state keeps its storage."""
         for name, owned in physics.items():
-            value = state["sim", name]
+            value = own["sim", name]
             if name not in skip and value is not owned:
                 owned.copy_(value)
 
@@ -165,23 +201,28 @@ class FunctionalEnv:
             raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
         self._check_rows("mask", mask, (self.num_envs,))
 
+    def _observe(self, own: Entries, rng: torch.Tensor, salt: int) -> dict[str, torch.Tensor]:
+        """The observation groups of ``own``; ``salt`` tells a step's terminal observations (0) from those after a
+        reset (``_RESET_SALT``), whose noise must differ."""
+        return self.observations.compute(own, self.ctx, rng, self.task.obs_noise, salt=salt)
+
     def reset(self, rng: torch.Tensor) -> TensorDict:
         """All envs from scratch; the state carries their first observations under ``"obs"``."""
-        state = self._blank_state()
+        own = self.entries(self._blank_state())
         mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        self._reset_envs_(state, mask, rng)
-        obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
-        state.set("obs", TensorDict(obs, batch_size=[self.num_envs], device=self.device))
-        return state
+        self._reset_envs_(own, mask, rng)
+        own.update({("obs", group): value for group, value in self._observe(own, rng, _RESET_SALT).items()})
+        return self.assemble(own)
 
     def reset_where(self, state: TensorDict, mask: torch.Tensor, rng: torch.Tensor) -> TensorDict:
         """Reset only the masked envs (others keep their state and observation); ``state`` is not written."""
         self._check_mask(mask)
-        state = self._with_own_physics(state)
-        self._reset_envs_(state, mask, rng)
-        obs = self.observations.compute(state, self.ctx, rng, self.task.obs_noise, salt=_RESET_SALT)
-        write_updates(state, {("obs", k): v for k, v in obs.items()}, mask)
-        return state
+        own = self._own_physics(self.entries(state))
+        self._reset_envs_(own, mask, rng)
+        write_updates(
+            own, {("obs", group): value for group, value in self._observe(own, rng, _RESET_SALT).items()}, mask
+        )
+        return self.assemble(own)
 
     # -- step ----------------------------------------------------------------------------
 
@@ -194,84 +235,77 @@ class FunctionalEnv:
         0 and an all-zero terminal observation, is reset like any other, and is counted in
         ``state["task", "diverged_envs"]``; the other envs go on untouched.
         """
-        return self.step_(self._with_own_physics(state), action, rng)
+        own, transition = self.step_entries_(self._own_physics(self.entries(state)), action, rng)
+        return self.assemble(own), self.batch(transition)
 
     def step_(self, state: TensorDict, action: torch.Tensor, rng: torch.Tensor) -> tuple[TensorDict, TensorDict]:
         """``step`` that donates ``state``: the new physics state is written into ``state["sim"]``'s tensors,
         which the returned state shares. ``state`` must not be used afterwards, except through the result."""
+        own, transition = self.step_entries_(self.entries(state), action, rng)
+        return self.assemble(own), self.batch(transition)
+
+    def step_entries_(self, entries: Entries, action: torch.Tensor, rng: torch.Tensor) -> tuple[Entries, dict]:
+        """``step_`` on the state's ``entries``, what a compiled runner traces: the new state's entries (the
+        physics tensors the given ones, written in place; ``entries`` itself is not changed) and the transition as
+        nested dicts of per-env tensors (``batch`` makes it a TensorDict)."""
         self._check_rows("action", action, (self.num_envs, self.action_dim))
         ctx = self.ctx
         step_rng = rnglib.fold(rng, _STEP_STREAM)
         bad = ~torch.isfinite(action).all(dim=-1)
         action = torch.where(bad.unsqueeze(-1), 0.0, action).clamp(-1.0, 1.0)
-        # The one copy of the donated state's entries: from here on this method and the managers write into it.
-        state = apply_updates(
-            state,
+        # The one copy of the entries: from here on this method and the managers write into it.
+        own = dict(entries)
+        write_updates(
+            own,
             {
-                ("env", "prev_action"): state["env", "action"],
+                ("env", "prev_action"): own["env", "action"],
                 ("env", "action"): action,
-                ("task", "nonfinite_actions"): state["task", "nonfinite_actions"] + bad.sum(),
+                ("task", "nonfinite_actions"): own["task", "nonfinite_actions"] + bad.sum(),
             },
         )
-        self.commands.advance_(state, ctx)
+        self.commands.advance_(own, ctx)
         if self.events.intervals:
-            physics = dict(state["sim"].items())
-            self.events.interval_(state, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
-            self._adopt_physics(state, physics)
-            write_updates(state, {("sim", name): value for name, value in physics.items()})
+            physics = self._physics(own)
+            self.events.interval_(own, ctx, rnglib.fold(rng, _INTERVAL_STREAM))
+            self._adopt_physics(own, physics)
+            write_updates(own, {("sim", name): value for name, value in physics.items()})
         targets = self.task.action.func(action, ctx, **self.task.action.params)
         if self._substep_index is not None:
-            targets = self._delayed(state, targets)
-        ops.sim_step_(self._handle, state["sim"], targets)
-        write_updates(state, {("env", "episode_step"): state["env", "episode_step"] + 1})
+            targets = self._delayed(own, targets)
+        physics = self._physics(own)
+        ops.sim_step_(self._handle, physics, targets)
+        write_updates(own, {("env", "episode_step"): own["env", "episode_step"] + 1})
 
-        diverged = self._diverged(state["sim"])
-        hits = self.terminations.hits(state, ctx)
+        diverged = self._diverged(physics)
+        hits = self.terminations.hits(own, ctx)
         terminated, truncated = self.terminations.combine(hits, ctx)
         terminated = terminated | diverged
         truncated = truncated & ~diverged
         done = terminated | truncated
-        reward, components = self.rewards.compute(state, ctx)
-        next_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise)
+        reward, components = self.rewards.compute(own, ctx)
+        next_obs = self._observe(own, step_rng, salt=0)
         # Nothing computed from a blown-up state may reach a learner: its rows become zeros.
         reward = torch.where(diverged, 0.0, reward)
         components = {name: torch.where(diverged, 0.0, value) for name, value in components.items()}
         next_obs = {group: torch.where(diverged.unsqueeze(-1), 0.0, value) for group, value in next_obs.items()}
-        write_updates(state, {("task", "diverged_envs"): state["task", "diverged_envs"] + diverged.sum()})
-        episode_length = state["env", "episode_step"]
-        self.curricula.update_(state, ctx, done, terminated)
+        write_updates(own, {("task", "diverged_envs"): own["task", "diverged_envs"] + diverged.sum()})
+        episode_length = own["env", "episode_step"]
+        self.curricula.update_(own, ctx, done, terminated)
 
-        self._reset_envs_(state, done, rng)
-        reset_obs = self.observations.compute(state, ctx, step_rng, self.task.obs_noise, salt=_RESET_SALT)
+        self._reset_envs_(own, done, rng)
+        reset_obs = self._observe(own, step_rng, _RESET_SALT)
         d = done.unsqueeze(-1)
-        policy_obs = {k: torch.where(d, reset_obs[k], next_obs[k]) for k in next_obs}
-        # On the state's device: a TensorDict without one would be moved there entry by entry when set, which traces
-        # as a copy of every observation (a tenth of the rough step's tracing), though it moves nothing.
-        state.set("obs", TensorDict(policy_obs, batch_size=[self.num_envs], device=self.device))
-
-        n = [self.num_envs]
-        transition = TensorDict(
-            {
-                "next": TensorDict(
-                    {
-                        **next_obs,
-                        "reward": reward,
-                        "terminated": terminated,
-                        "truncated": truncated,
-                        "done": done,
-                    },
-                    batch_size=n,
-                ),
-                "reward_terms": TensorDict(components, batch_size=n),
-                "episode_length": episode_length,
-                "action_nonfinite": bad,
-                "diverged": diverged,
-            },
-            batch_size=n,
-        )
+        own.update({("obs", group): torch.where(d, reset_obs[group], next_obs[group]) for group in next_obs})
+        transition = {
+            "next": {**next_obs, "reward": reward, "terminated": terminated, "truncated": truncated, "done": done},
+            "reward_terms": components,
+            "episode_length": episode_length,
+            "action_nonfinite": bad,
+            "diverged": diverged,
+        }
         if self.task.record_terminations:
-            transition.set("termination_terms", TensorDict(hits, batch_size=n))
-        return state, transition
+            transition["termination_terms"] = hits
+        return own, transition
 
     # -- data for learners -----------------------------------------------------------------
 

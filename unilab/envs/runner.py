@@ -1,11 +1,10 @@
 """Runs the functional env step in place on static buffers: one CUDA graph per step on GPU.
 
-The runner owns the state; each call advances it by one step (policy included, when
-given) through the env's donating ``step_``, so the physics is written straight into the
-state's tensors, and returns the transition. On CUDA the whole step is recorded once in a torch
-CUDA graph and replayed, so a step costs one graph launch and no host sync. On CPU the
-same in-place code runs eagerly (optionally through ``torch.compile``), which is how the
-CPU tests exercise it.
+The runner owns the state; each call advances it by one step (policy included, when given) through the env's
+donating ``step_entries_`` on the state's entries, so the physics is written straight into the state's tensors, and
+returns the transition. On CUDA the whole step is recorded once in a torch CUDA graph and replayed, so a step costs
+one graph launch and no host sync. On CPU the same in-place code runs eagerly (optionally through ``torch.compile``),
+which is how the CPU tests exercise it.
 
 The returned transition's tensors are rewritten by the next call: consume or copy them
 first. Bad actions are counted on device; ``check()`` raises at a host boundary.
@@ -26,6 +25,7 @@ from unilab.core.rng import advance, make_rng
 if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
     from tensordict import TensorDict
 
+    from unilab.context import Entries
     from unilab.envs.functional import FunctionalEnv
 
 Policy = Callable[["TensorDict"], torch.Tensor]
@@ -44,6 +44,9 @@ HEALTH = (
     "contacts_peak",
     "constraint_rows_peak",
 )
+
+
+_PREV_ACTION = ("env", "prev_action")
 
 
 class NonFiniteError(ValueError):
@@ -77,10 +80,18 @@ class EnvRunner:
         # Seconds of the one-off work done here (Warp kernel loads, compilation, capture), for start-up reports.
         self.startup = {"env_reset": time.perf_counter() - began}
         self.action = torch.zeros(env.num_envs, env.action_dim, device=env.device)
-        self._fn = torch.compile(self._step_in_place, fullgraph=True) if compile else self._step_in_place
+        # The static state's own tensors by key: the compiled step reads these and hands back new values.
+        self._entries = env.entries(self.state)
+        self._obs_groups = [name for group, name in self._entries if group == "obs"]
+        # What is copied back after each step, by dtype (one multi-tensor copy each): everything but the physics,
+        # which the step writes in place, and the previous action, copied on its own first.
+        written: dict[torch.dtype, list] = {}
+        for key, value in self._entries.items():
+            if key[0] != "sim" and key != _PREV_ACTION:
+                written.setdefault(value.dtype, []).append(key)
+        self._written = list(written.values())
+        self._advance_fn = torch.compile(self._advance, fullgraph=True) if compile else self._advance
         if compile:
-            # tensordict picks TensorDict.clone's implementation by an import on first use, which dynamo won't trace.
-            self.state["obs"].clone()
             env.sim.begin_kernel_build()  # beside the tracing of the first call, which makes no physics calls
         can_capture = env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         if capture and not can_capture:
@@ -91,25 +102,34 @@ class EnvRunner:
             self._capture(warmup_steps)
 
     def _step_in_place(self) -> TensorDict:
+        new, transition = self._advance_fn()
+        # The copy into the static state stays outside the compiled step, the previous action first: the step
+        # computes it from the static state's action, which the copy then overwrites. Compiled, the copy's order was
+        # Inductor's, which read the old action after writing the new one (on CPU and on CUDA).
+        self._entries[_PREV_ACTION].copy_(new[_PREV_ACTION])
+        for keys in self._written:
+            torch._foreach_copy_([self._entries[key] for key in keys], [new[key] for key in keys])
+        return self.env.batch(transition)
+
+    def _advance(self) -> tuple[Entries, dict]:
+        """The step from the static state, policy included: what ``torch.compile`` compiles. The physics is written
+        into the state's own tensors (the step donates them); the other entries come back new, with the transition
+        (the observations acted on and the action included, as nested dicts)."""
         rng = advance(self.rng)
         self.rng.copy_(rng)
-        obs = self.state["obs"].clone()  # the static state is overwritten below
-        action = self.policy(obs) if self.policy is not None else self.action
-        new_state, transition = self.env.step_(self.state, action, rng)
-        # step_ wrote the physics into the static state's own tensors; copy the rest over.
-        self.state.exclude("sim").update_(new_state.exclude("sim"))
-        transition.update(obs)
-        transition.set("action", action)
-        return transition
+        obs = {group: self._entries["obs", group].clone() for group in self._obs_groups}  # overwritten after
+        action = self.policy(self.env.batch(obs, self.env.device)) if self.policy is not None else self.action
+        new, transition = self.env.step_entries_(self._entries, action, rng)
+        return new, {**transition, **obs, "action": action}
 
     def _capture(self, warmup_steps: int) -> None:
         device = self.env.device
         own = torch.cuda.Stream(device)  # this runner's alone: see unilab.core.cuda_graphs
         began = time.perf_counter()
-        warm_up(self._fn, own, warmup_steps)  # loads kernels, compiles, fills allocator pools
+        warm_up(self._step_in_place, own, warmup_steps)  # loads kernels, compiles, fills allocator pools
         settle(device)
         captured = time.perf_counter()
-        self._graph, self._out = record(self._fn, own)
+        self._graph, self._out = record(self._step_in_place, own)
         settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
 
@@ -126,7 +146,7 @@ class EnvRunner:
     def step(self) -> TensorDict:
         """Advance every env by one control step; returns the transition (static buffers on CUDA)."""
         if self._graph is None:
-            return self._fn()
+            return self._step_in_place()
         self._graph.replay()
         return self._out
 

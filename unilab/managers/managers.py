@@ -1,14 +1,14 @@
-"""Managers turn a task's declared terms into pure functions over the state TensorDict.
+"""Managers turn a task's declared terms into pure functions over the state.
 
 The state is a TensorDict with empty batch size whose layout ``FunctionalEnv.state_spec`` gives:
 ``sim`` (physics, batch ``[N]``), ``env`` (per-env entries owned by terms, batch ``[N]``), ``task``
-(entries shared by all envs, such as curriculum state) and ``obs``.
+(entries shared by all envs, such as curriculum state) and ``obs``. Inside the env step the managers and their terms
+see its entries by ``(group, name)`` as a plain dict (``unilab.context.Entries``), read the same way.
 
 The managers that compute (observations, rewards, terminations) only read the state. Those that change it (events,
-commands, curricula) write their terms' updates, in turn, into a state their caller holds alone (their methods end
-in ``_``, as torch's in-place ones do), so each term sees the ones before it: the env copies the state once per step
-and hands that copy to each of them. A copy per update, as ``apply_updates`` makes, costs the same graph but far
-more tracing under ``torch.compile``.
+commands, curricula) write their terms' updates, in turn, into entries their caller holds alone (their methods end
+in ``_``, as torch's in-place ones do), so each term sees the ones before it: the env copies the entries once per
+step and hands that copy to each of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from unilab.context import EnvContext, StateKey, write_updates
+from unilab.context import Entries, EnvContext, State, StateKey, write_updates
 from unilab.core import rng as rnglib
 from unilab.core.spec import Mirror
 from unilab.managers.terms import (
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a s
 
 
 def observation_term_dims(
-    groups: Mapping[str, Mapping[str, ObsTerm]], state: TensorDict, ctx: EnvContext
+    groups: Mapping[str, Mapping[str, ObsTerm]], state: State, ctx: EnvContext
 ) -> dict[str, dict[str, int]]:
     """Width of every observation term, found by evaluating it once."""
     return {
@@ -72,7 +72,7 @@ class ObservationManager:
             self._scale[group] = scale if bool((scale != 1).any()) else None
 
     def compute(
-        self, state: TensorDict, ctx: EnvContext, rng: torch.Tensor, noise: bool, salt: int = 0
+        self, state: State, ctx: EnvContext, rng: torch.Tensor, noise: bool, salt: int = 0
     ) -> dict[str, torch.Tensor]:
         """``(terms + U(-noise, noise)) * scale`` per group; ``salt`` separates the noise of two
         evaluations within one step (terminal and post-reset observations)."""
@@ -120,7 +120,7 @@ class RewardManager:
         if penalty_scale_key is None and any(t.curriculum_scaled for t in terms.values()):
             raise ValueError("curriculum-scaled reward terms need a penalty_scale_key")
 
-    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def compute(self, state: State, ctx: EnvContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         scale = state.get(self.penalty_scale_key) if self.penalty_scale_key is not None else None
         components = {}
         for name, term in self.terms.items():
@@ -135,7 +135,7 @@ class TerminationManager:
     def __init__(self, terms: Mapping[str, TerminationTerm]) -> None:
         self.terms = terms
 
-    def hits(self, state: TensorDict, ctx: EnvContext) -> dict[str, torch.Tensor]:
+    def hits(self, state: State, ctx: EnvContext) -> dict[str, torch.Tensor]:
         """Each term's flags, bool ``(N,)`` by name: what ended an episode, where several could have."""
         return {name: term.func(state, ctx, **term.params) for name, term in self.terms.items()}
 
@@ -151,7 +151,7 @@ class TerminationManager:
                 terminated = terminated | hits[name]
         return terminated, truncated & ~terminated
 
-    def compute(self, state: TensorDict, ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute(self, state: State, ctx: EnvContext) -> tuple[torch.Tensor, torch.Tensor]:
         """(terminated, truncated), each bool ``(N,)``; an env both failing and timing out is terminated."""
         return self.combine(self.hits(state, ctx), ctx)
 
@@ -164,12 +164,12 @@ class CommandManager:
     def initial_state(self, ctx: EnvContext) -> dict[str, torch.Tensor]:
         return {n: torch.zeros(ctx.num_envs, t.dim, device=ctx.device) for n, t in self.terms.items()}
 
-    def resample_(self, own: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
+    def resample_(self, own: Entries, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
         for name, term in self.terms.items():
             rng_n = rnglib.fold(rng, self._streams[name])
             write_updates(own, {("env", name): term.resample(own, ctx, mask, rng_n, **term.params)}, mask)
 
-    def advance_(self, own: TensorDict, ctx: EnvContext) -> None:
+    def advance_(self, own: Entries, ctx: EnvContext) -> None:
         updates = {
             ("env", name): term.advance(own["env", name], ctx, **term.advance_params)
             for name, term in self.terms.items()
@@ -210,7 +210,7 @@ class EventManager:
         low, high = self.intervals[name].interval_s
         return rnglib.uniform(rnglib.fold(rng, self._streams[name] ^ 1), 0, (ctx.num_envs,), low, high)
 
-    def reset_(self, own: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
+    def reset_(self, own: Entries, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> None:
         for name, term in self.terms.items():
             if name in self.intervals:
                 write_updates(own, {("env", f"{name}_timer"): self._draw_timer(name, ctx, rng)}, mask)
@@ -218,7 +218,7 @@ class EventManager:
             rng_n = rnglib.fold(rng, self._streams[name])
             write_updates(own, term.func(own, ctx, mask, rng_n, **term.params), mask)
 
-    def interval_(self, own: TensorDict, ctx: EnvContext, rng: torch.Tensor) -> None:
+    def interval_(self, own: Entries, ctx: EnvContext, rng: torch.Tensor) -> None:
         """Count the interval events down by one control step; fire those that reach zero, then rearm them."""
         for name, term in self.intervals.items():
             key = ("env", f"{name}_timer")
@@ -239,6 +239,6 @@ class CurriculumManager:
             for name, value in term.state.items()
         }
 
-    def update_(self, own: TensorDict, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> None:
+    def update_(self, own: Entries, ctx: EnvContext, done: torch.Tensor, terminated: torch.Tensor) -> None:
         for term in self.terms.values():
             write_updates(own, term.func(own, ctx, done, terminated, **term.params))

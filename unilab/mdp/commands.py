@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.core.rng import uniform
-
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
 
 def uniform_velocity(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     mask: torch.Tensor,
     rng: torch.Tensor,
@@ -40,7 +36,7 @@ def uniform_velocity(
 
 
 def gait_phase_offset(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, offsets: tuple[float, ...]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, offsets: tuple[float, ...]
 ) -> torch.Tensor:
     """One phase per foot: the first uniform in [0, 2pi), foot ``i`` ``offsets[i]`` radians behind it (a biped's
     (0, pi) alternates the feet; a trot pairs the diagonals)."""

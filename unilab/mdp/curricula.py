@@ -3,19 +3,14 @@ finished envs reset: task-level scalars, or per-env entries the next reset reads
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.mdp.terrain import distance_from_tile, env_columns
-
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
 
 def penalty_scale_by_episode_length(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     done: torch.Tensor,
     terminated: torch.Tensor,
@@ -57,7 +52,7 @@ def commanded_displacement(command: torch.Tensor, duration_s: float) -> torch.Te
 
 
 def terrain_levels(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     done: torch.Tensor,
     terminated: torch.Tensor,

@@ -7,22 +7,18 @@ for every env (fixed shapes) and need not look at the mask themselves.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.core.math import quat_mul, yaw_quat
 from unilab.core.rng import uniform
 from unilab.mdp.terrain import tile_origins
 from unilab.terrain.heightmap import HeightMap
 
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
-
 
 def reset_to_default_pose(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     mask: torch.Tensor,
     rng: torch.Tensor,
@@ -43,7 +39,7 @@ def reset_to_default_pose(
 
 
 def scale_pd_gains(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
 ) -> dict:
     """The robot's default kp and kd, each times an independent per-env scalar."""
     scales = uniform(rng, 0, (ctx.num_envs, 2), *scale_range)
@@ -54,7 +50,7 @@ def scale_pd_gains(
 
 
 def push_root(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, speed_range: tuple[float, float]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, speed_range: tuple[float, float]
 ) -> dict:
     """A shove: the root's horizontal velocity (qvel[0:2]) changed by U(speed_range) m/s in a direction drawn
     uniformly, so every push has a speed within the range."""
@@ -67,7 +63,7 @@ def push_root(
 
 
 def spawn_on_terrain(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     mask: torch.Tensor,
     rng: torch.Tensor,

@@ -11,15 +11,10 @@ as interval events (``EventTerm(interval_s=...)``) they change during one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from unilab.context import ACTION_DELAY, EnvContext
+from unilab.context import ACTION_DELAY, EnvContext, State
 from unilab.core.rng import uniform
-
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
 
 def _one_hot(ctx: EnvContext, body: str) -> torch.Tensor:
@@ -28,7 +23,7 @@ def _one_hot(ctx: EnvContext, body: str) -> torch.Tensor:
 
 
 def set_friction(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, friction_range: tuple[float, float]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, friction_range: tuple[float, float]
 ) -> dict:
     """Every geom's sliding friction set to one U(friction_range) per env (torsional and rolling kept).
 
@@ -41,7 +36,7 @@ def set_friction(
 
 
 def randomize_mass(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     mask: torch.Tensor,
     rng: torch.Tensor,
@@ -64,7 +59,7 @@ def randomize_mass(
 
 
 def offset_com(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, body: str, offset_range: float
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, body: str, offset_range: float
 ) -> dict:
     """``body``'s centre of mass moved by U(+-offset_range) m along each axis of its frame."""
     shift = uniform(rng, 0, (ctx.num_envs, 1, 3), -offset_range, offset_range)
@@ -72,7 +67,7 @@ def offset_com(
 
 
 def scale_motor_strength(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, scale_range: tuple[float, float]
 ) -> dict:
     """Each motor's force, torque limit included, times its own U(scale_range): a weaker motor pushes less at
     the same error and saturates earlier (the PD gains, ``scale_pd_gains``, are drawn apart from this)."""
@@ -81,7 +76,7 @@ def scale_motor_strength(
 
 
 def randomize_action_delay(
-    state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, latency_s: tuple[float, float]
+    state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor, latency_s: tuple[float, float]
 ) -> dict:
     """A latency of whole physics substeps, uniform over those from ``latency_s[0]`` to ``latency_s[1]``
     (rounded to substeps), kept in ``("env", ACTION_DELAY)``: that many substeps of each control step still

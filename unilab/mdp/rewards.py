@@ -2,47 +2,42 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.mdp.observations import sensor
 from unilab.mdp.terrain import bodies_height, ground_normal, height_above_ground
 from unilab.terrain.heightmap import HeightMap
 
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
-
-def alive(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+def alive(state: State, ctx: EnvContext) -> torch.Tensor:
     return torch.ones(ctx.num_envs, device=ctx.device)
 
 
 def track_lin_vel_xy_exp(
-    state: TensorDict, ctx: EnvContext, command: str, velocity_sensor: str, sigma: float
+    state: State, ctx: EnvContext, command: str, velocity_sensor: str, sigma: float
 ) -> torch.Tensor:
     """exp(-|c_xy - v_xy|^2 / sigma) with v the body-frame velocity sensor (sigma not squared)."""
     error = (state["env", command][:, :2] - sensor(state, ctx, velocity_sensor)[:, :2]).square().sum(-1)
     return torch.exp(-error / sigma)
 
 
-def track_ang_vel_z_exp(state: TensorDict, ctx: EnvContext, command: str, gyro: str, sigma: float) -> torch.Tensor:
+def track_ang_vel_z_exp(state: State, ctx: EnvContext, command: str, gyro: str, sigma: float) -> torch.Tensor:
     error = (state["env", command][:, 2] - sensor(state, ctx, gyro)[:, 2]).square()
     return torch.exp(-error / sigma)
 
 
-def ang_vel_xy_l2(state: TensorDict, ctx: EnvContext, gyro: str) -> torch.Tensor:
+def ang_vel_xy_l2(state: State, ctx: EnvContext, gyro: str) -> torch.Tensor:
     return sensor(state, ctx, gyro)[:, :2].square().sum(-1)
 
 
-def upvector_xy_l2(state: TensorDict, ctx: EnvContext, upvector: str) -> torch.Tensor:
+def upvector_xy_l2(state: State, ctx: EnvContext, upvector: str) -> torch.Tensor:
     """Tilt penalty: x^2 + y^2 of a body z-axis in world (0 when upright)."""
     return sensor(state, ctx, upvector)[:, :2].square().sum(-1)
 
 
 def upvector_from_ground_l2(
-    state: TensorDict, ctx: EnvContext, upvector: str, body: str, ground: HeightMap, span: float
+    state: State, ctx: EnvContext, upvector: str, body: str, ground: HeightMap, span: float
 ) -> torch.Tensor:
     """Tilt penalty against the ground: 1 - (u . n)^2, the squared sine of the angle between a body's z-axis u in
     world and the normal n of the ground under ``body`` (``ground_normal`` over ``span``); on level ground it is
@@ -53,15 +48,15 @@ def upvector_from_ground_l2(
     return 1.0 - (up * normal).sum(-1).square()
 
 
-def action_rate_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+def action_rate_l2(state: State, ctx: EnvContext) -> torch.Tensor:
     return (state["env", "action"] - state["env", "prev_action"]).square().sum(-1)
 
 
-def joint_pose_weighted_l2(state: TensorDict, ctx: EnvContext, weights: torch.Tensor) -> torch.Tensor:
+def joint_pose_weighted_l2(state: State, ctx: EnvContext, weights: torch.Tensor) -> torch.Tensor:
     return ((state["sim", "qpos"][:, ctx.joint_qpos] - ctx.default_joint_pos).square() * weights).sum(-1)
 
 
-def quat_xy_l2(state: TensorDict, ctx: EnvContext, quat_sensors: tuple[str, ...]) -> torch.Tensor:
+def quat_xy_l2(state: State, ctx: EnvContext, quat_sensors: tuple[str, ...]) -> torch.Tensor:
     """Sum over sensors of qx^2 + qy^2 of a world frame quaternion (0 when only yawed)."""
     return sum(sensor(state, ctx, name)[:, 1:3].square().sum(-1) for name in quat_sensors)
 
@@ -83,7 +78,7 @@ def swing_height_target(phase: torch.Tensor, swing_height: float) -> torch.Tenso
 
 
 def feet_phase_height_exp(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     phase: str,
     foot_pos_sensors: tuple[str, ...],
@@ -101,7 +96,7 @@ def feet_phase_height_exp(
 
 
 def feet_heights(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     foot_pos_sensors: tuple[str, ...],
     ground: HeightMap | None,
@@ -114,7 +109,7 @@ def feet_heights(
 
 
 def feet_clearance_by_speed(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     command: str,
     foot_pos_sensors: tuple[str, ...],
@@ -140,7 +135,7 @@ def feet_clearance_by_speed(
     return torch.where(moving, cost, 0.0)
 
 
-def feet_stumble(state: TensorDict, ctx: EnvContext, force_sensors: tuple[str, ...], ratio: float) -> torch.Tensor:
+def feet_stumble(state: State, ctx: EnvContext, force_sensors: tuple[str, ...], ratio: float) -> torch.Tensor:
     """How many feet (N,) the ground pushes more than ``ratio`` times as hard sideways as up or down: a foot that
     struck a step's riser, or slides into one, rather than one standing on a tread (legged_gym's stumble, with its
     ratio of 5). ``force_sensors`` read each foot's net contact force with the ground in the world frame
@@ -151,7 +146,7 @@ def feet_stumble(state: TensorDict, ctx: EnvContext, force_sensors: tuple[str, .
 
 
 def bodies_clearance_deficit(
-    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], margin: float, ground: HeightMap | None = None
+    state: State, ctx: EnvContext, bodies: tuple[str, ...], margin: float, ground: HeightMap | None = None
 ) -> torch.Tensor:
     """How far (N,) ``bodies``' origins come within ``margin`` of the ground under them (of z = 0 without a
     terrain), in units of ``margin`` and summed over the bodies: 0 at ``margin`` or higher, 1 for each on the ground.

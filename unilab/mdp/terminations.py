@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.mdp.observations import sensor
 from unilab.mdp.terrain import bodies_height, distance_from_tile, height_above_ground
 from unilab.terrain.heightmap import HeightMap
 
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
-
-def time_out(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+def time_out(state: State, ctx: EnvContext) -> torch.Tensor:
     return state["env", "episode_step"] >= ctx.max_episode_steps
 
 
-def tilt_exceeds(state: TensorDict, ctx: EnvContext, upvector: str, limit: float) -> torch.Tensor:
+def tilt_exceeds(state: State, ctx: EnvContext, upvector: str, limit: float) -> torch.Tensor:
     """Angle between a body z-axis and world z above ``limit`` radians."""
     cos_tilt = sensor(state, ctx, upvector)[:, 2].clamp(-1.0, 1.0)
     return torch.acos(cos_tilt) > limit
 
 
 def root_height_below(
-    state: TensorDict, ctx: EnvContext, min_height: float, ground: HeightMap | None = None
+    state: State, ctx: EnvContext, min_height: float, ground: HeightMap | None = None
 ) -> torch.Tensor:
     """The root below ``min_height``: above the world's z = 0, or above the surface under it on a terrain."""
     root = state["sim", "qpos"][:, :3]
@@ -34,7 +29,7 @@ def root_height_below(
     return height < min_height
 
 
-def off_terrain(state: TensorDict, ctx: EnvContext, ground: HeightMap, margin: float) -> torch.Tensor:
+def off_terrain(state: State, ctx: EnvContext, ground: HeightMap, margin: float) -> torch.Tensor:
     """The root within ``margin`` of the terrain's edge, past which there is no ground: a truncation, since the
     robot did nothing wrong by walking there."""
     half_x, half_y = ground.half_extent
@@ -42,7 +37,7 @@ def off_terrain(state: TensorDict, ctx: EnvContext, ground: HeightMap, margin: f
     return (xy[:, 0] > half_x - margin) | (xy[:, 1] > half_y - margin)
 
 
-def crossed_tile(state: TensorDict, ctx: EnvContext, origins: torch.Tensor, tile_size: float) -> torch.Tensor:
+def crossed_tile(state: State, ctx: EnvContext, origins: torch.Tensor, tile_size: float) -> torch.Tensor:
     """The base past its tile's half-width from the centre: it has crossed the terrain it was put on, and the
     terrain curriculum moves it a row up the moment it resets. A truncation: ending here lets a robot that walks
     well climb a row every few seconds instead of once per whole episode."""
@@ -50,14 +45,14 @@ def crossed_tile(state: TensorDict, ctx: EnvContext, origins: torch.Tensor, tile
 
 
 def bodies_near_ground(
-    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], min_height: float, ground: HeightMap | None = None
+    state: State, ctx: EnvContext, bodies: tuple[str, ...], min_height: float, ground: HeightMap | None = None
 ) -> torch.Tensor:
     """Any of ``bodies``' origins within ``min_height`` of z = 0, or of the surface under it on a terrain: a part
     that should never touch the ground (a knee, say) on it."""
     return (bodies_height(state, ctx, bodies, ground) < min_height).any(-1)
 
 
-def ground_contact(state: TensorDict, ctx: EnvContext, sensors: tuple[str, ...]) -> torch.Tensor:
+def ground_contact(state: State, ctx: EnvContext, sensors: tuple[str, ...]) -> torch.Tensor:
     """Any body whose ground contact sensor (``unilab.sim.contact_sensors``) counts a contact: a part that should
     never touch the ground (a quadruped's trunk) on it, as the collision stage found it."""
     counts = torch.stack([sensor(state, ctx, name)[:, 0] for name in sensors], dim=-1)

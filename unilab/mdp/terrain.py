@@ -3,17 +3,12 @@ the ground, and each env's tile."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.core.math import quat_yaw
 from unilab.terrain.heightmap import HeightMap
-
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
 
 
 def env_columns(num_envs: int, cols: int, device: torch.device) -> torch.Tensor:
@@ -29,7 +24,7 @@ def tile_origins(origins: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
     return origins[level.long().clamp(0, rows - 1), env_columns(level.shape[0], cols, level.device)]
 
 
-def distance_from_tile(state: TensorDict, origins: torch.Tensor) -> torch.Tensor:
+def distance_from_tile(state: State, origins: torch.Tensor) -> torch.Tensor:
     """How far (N,) each env's base stands, in x and y, from the centre of the tile its curriculum row gives it."""
     origin = tile_origins(origins, state["env", "terrain_level"])[:, :2]
     return torch.linalg.vector_norm(state["sim", "qpos"][:, :2] - origin, dim=-1)
@@ -45,7 +40,7 @@ def scan_pattern(size: tuple[float, float] = (1.6, 1.0), resolution: float = 0.1
     return torch.stack([grid_x.reshape(-1), grid_y.reshape(-1)], dim=-1)
 
 
-def _scan_xy(state: TensorDict, ctx: EnvContext, pattern: torch.Tensor, body: str) -> tuple[Tensor, Tensor, Tensor]:
+def _scan_xy(state: State, ctx: EnvContext, pattern: torch.Tensor, body: str) -> tuple[Tensor, Tensor, Tensor]:
     """``body``'s world position (N, 3), and the world x and y (N, points) of ``pattern`` turned with its yaw and
     centred under it."""
     pos = state["sim", "xpos"][:, ctx.body_ids[body]]
@@ -55,14 +50,14 @@ def _scan_xy(state: TensorDict, ctx: EnvContext, pattern: torch.Tensor, body: st
     return pos, pos[:, :1] + cos * px - sin * py, pos[:, 1:2] + sin * px + cos * py
 
 
-def scan_points(state: TensorDict, ctx: EnvContext, ground: HeightMap, pattern: torch.Tensor, body: str) -> Tensor:
+def scan_points(state: State, ctx: EnvContext, ground: HeightMap, pattern: torch.Tensor, body: str) -> Tensor:
     """The surface points (N, points, 3) a height scan reads, for drawing them."""
     _, x, y = _scan_xy(state, ctx, pattern, body)
     return torch.stack((x, y, ground(x, y)), dim=-1)
 
 
 def height_scan(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     ground: HeightMap,
     pattern: torch.Tensor,
@@ -106,7 +101,7 @@ def ground_normal(ground: HeightMap, xy: torch.Tensor, span: float, points: int 
 
 
 def bodies_height(
-    state: TensorDict, ctx: EnvContext, bodies: tuple[str, ...], ground: HeightMap | None = None
+    state: State, ctx: EnvContext, bodies: tuple[str, ...], ground: HeightMap | None = None
 ) -> torch.Tensor:
     """How high (N, len(bodies)) the origins of ``bodies`` are above the ground under them, or above z = 0 without a
     terrain."""

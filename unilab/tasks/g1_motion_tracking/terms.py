@@ -12,11 +12,9 @@ frame. Everything is fixed-shape tensor arithmetic: no host syncs, no data-depen
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from unilab.context import EnvContext
+from unilab.context import EnvContext, State
 from unilab.core.math import (
     gravity_z,
     quat_angle_sq,
@@ -32,9 +30,6 @@ from unilab.core.math import (
 from unilab.core.rng import uniform
 from unilab.motion import MotionClips
 
-if TYPE_CHECKING:  # annotations only: tensordict loads torch._dynamo, about a second of `train --help`
-    from tensordict import TensorDict
-
 ROOT_BODY = 1  # pelvis: the free-joint body, whose pose and velocity are the reference's root
 COMMAND = "motion"
 CLIP_KEY = "motion_clip"
@@ -44,17 +39,17 @@ FAIL_EMA_KEY = "motion_fail_ema"
 # -- reference and robot lookups ------------------------------------------------------------------
 
 
-def frame_index(state: TensorDict) -> torch.Tensor:
+def frame_index(state: State) -> torch.Tensor:
     """Each env's reference frame as a stream index: its clip's offset plus the frame within the clip."""
     return state["env", COMMAND][:, 0].long()
 
 
-def clip_index(state: TensorDict) -> torch.Tensor:
+def clip_index(state: State) -> torch.Tensor:
     """The clip each env's episode plays."""
     return state["env", CLIP_KEY].long()
 
 
-def robot_body_lin_vel_w(state: TensorDict) -> torch.Tensor:
+def robot_body_lin_vel_w(state: State) -> torch.Tensor:
     """Body-origin linear velocities in world, (N, nbody, 3).
 
     ``cvel`` is the spatial velocity [angular, linear] taken at the root subtree's COM; every
@@ -65,12 +60,12 @@ def robot_body_lin_vel_w(state: TensorDict) -> torch.Tensor:
     return cvel[..., 3:] + torch.linalg.cross(cvel[..., :3], offset, dim=-1)
 
 
-def robot_body_ang_vel_w(state: TensorDict) -> torch.Tensor:
+def robot_body_ang_vel_w(state: State) -> torch.Tensor:
     return state["sim", "cvel"][..., :3]
 
 
 def aligned_reference_bodies(
-    state: TensorDict, motion: MotionClips, anchor: int, bodies: torch.Tensor
+    state: State, motion: MotionClips, anchor: int, bodies: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference body positions and orientations moved onto the robot: turned by the heading
     difference of the anchors, anchored at the robot's (x, y) and the reference's height."""
@@ -88,7 +83,7 @@ def aligned_reference_bodies(
 # -- command ----------------------------------------------------------------------------------------
 
 
-def keep_pointer(state: TensorDict, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> torch.Tensor:
+def keep_pointer(state: State, ctx: EnvContext, mask: torch.Tensor, rng: torch.Tensor) -> torch.Tensor:
     """The pointer as the reset event left it: the event must know the frame to place the robot,
     and events run before commands are resampled, so the event samples it."""
     return state["env", COMMAND]
@@ -103,23 +98,23 @@ def advance_pointer(pointer: torch.Tensor, ctx: EnvContext) -> torch.Tensor:
 # -- observations ----------------------------------------------------------------------------------
 
 
-def reference_joints(state: TensorDict, ctx: EnvContext, motion: MotionClips) -> torch.Tensor:
+def reference_joints(state: State, ctx: EnvContext, motion: MotionClips) -> torch.Tensor:
     f = frame_index(state)
     return torch.cat((motion.joint_pos[f], motion.joint_vel[f]), dim=-1)
 
 
-def motion_anchor_pos_b(state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int) -> torch.Tensor:
+def motion_anchor_pos_b(state: State, ctx: EnvContext, motion: MotionClips, anchor: int) -> torch.Tensor:
     ref = motion.body_pos_w[frame_index(state), anchor]
     rob_pos, rob_quat = state["sim", "xpos"][:, anchor], state["sim", "xquat"][:, anchor]
     return quat_rotate_inverse(rob_quat, ref - rob_pos)
 
 
-def motion_anchor_ori_b(state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int) -> torch.Tensor:
+def motion_anchor_ori_b(state: State, ctx: EnvContext, motion: MotionClips, anchor: int) -> torch.Tensor:
     ref = motion.body_quat_w[frame_index(state), anchor]
     return quat_to_6d(quat_mul(quat_conjugate(state["sim", "xquat"][:, anchor]), ref))
 
 
-def body_pos_b(state: TensorDict, ctx: EnvContext, anchor: int, bodies: torch.Tensor) -> torch.Tensor:
+def body_pos_b(state: State, ctx: EnvContext, anchor: int, bodies: torch.Tensor) -> torch.Tensor:
     """Robot body positions in the robot anchor frame, flattened (N, 3 * len(bodies))."""
     xpos, xquat = state["sim", "xpos"], state["sim", "xquat"]
     rel = xpos[:, bodies] - xpos[:, anchor : anchor + 1]
@@ -127,7 +122,7 @@ def body_pos_b(state: TensorDict, ctx: EnvContext, anchor: int, bodies: torch.Te
     return quat_rotate_inverse(q, rel).flatten(1)
 
 
-def body_ori_b(state: TensorDict, ctx: EnvContext, anchor: int, bodies: torch.Tensor) -> torch.Tensor:
+def body_ori_b(state: State, ctx: EnvContext, anchor: int, bodies: torch.Tensor) -> torch.Tensor:
     """Robot body orientations relative to the robot anchor as 6-D, flattened (N, 6 * len(bodies))."""
     xquat = state["sim", "xquat"]
     q = quat_conjugate(xquat[:, anchor : anchor + 1]).expand(-1, bodies.shape[0], -1)
@@ -137,18 +132,18 @@ def body_ori_b(state: TensorDict, ctx: EnvContext, anchor: int, bodies: torch.Te
 # -- rewards -------------------------------------------------------------------------------------
 
 
-def global_anchor_pos_exp(state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, std: float):
+def global_anchor_pos_exp(state: State, ctx: EnvContext, motion: MotionClips, anchor: int, std: float):
     error = (motion.body_pos_w[frame_index(state), anchor] - state["sim", "xpos"][:, anchor]).square().sum(-1)
     return torch.exp(-error / std**2)
 
 
-def global_anchor_ori_exp(state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, std: float):
+def global_anchor_ori_exp(state: State, ctx: EnvContext, motion: MotionClips, anchor: int, std: float):
     error = quat_angle_sq(motion.body_quat_w[frame_index(state), anchor], state["sim", "xquat"][:, anchor])
     return torch.exp(-error / std**2)
 
 
 def body_pos_exp(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, bodies: torch.Tensor, std: float
+    state: State, ctx: EnvContext, motion: MotionClips, anchor: int, bodies: torch.Tensor, std: float
 ) -> torch.Tensor:
     ref, _ = aligned_reference_bodies(state, motion, anchor, bodies)
     error = (ref - state["sim", "xpos"][:, bodies]).square().sum(-1).mean(-1)
@@ -156,7 +151,7 @@ def body_pos_exp(
 
 
 def body_ori_exp(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, bodies: torch.Tensor, std: float
+    state: State, ctx: EnvContext, motion: MotionClips, anchor: int, bodies: torch.Tensor, std: float
 ) -> torch.Tensor:
     _, ref = aligned_reference_bodies(state, motion, anchor, bodies)
     error = quat_angle_sq(ref, state["sim", "xquat"][:, bodies]).mean(-1)
@@ -164,7 +159,7 @@ def body_ori_exp(
 
 
 def body_lin_vel_exp(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, std: float
+    state: State, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, std: float
 ) -> torch.Tensor:
     ref = motion.body_lin_vel_w[frame_index(state)][:, bodies]
     error = (ref - robot_body_lin_vel_w(state)[:, bodies]).square().sum(-1).mean(-1)
@@ -172,14 +167,14 @@ def body_lin_vel_exp(
 
 
 def body_ang_vel_exp(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, std: float
+    state: State, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, std: float
 ) -> torch.Tensor:
     ref = motion.body_ang_vel_w[frame_index(state)][:, bodies]
     error = (ref - robot_body_ang_vel_w(state)[:, bodies]).square().sum(-1).mean(-1)
     return torch.exp(-error / std**2)
 
 
-def joint_limit_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+def joint_limit_l2(state: State, ctx: EnvContext) -> torch.Tensor:
     """Squared violation of the hard joint limits, summed over joints."""
     q = state["sim", "qpos"][:, ctx.joint_qpos]
     below = (ctx.joint_lower - q).clamp(min=0.0)
@@ -187,7 +182,7 @@ def joint_limit_l2(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
     return (below + above).square().sum(-1)
 
 
-def bodies_below(state: TensorDict, ctx: EnvContext, bodies: torch.Tensor, height: float) -> torch.Tensor:
+def bodies_below(state: State, ctx: EnvContext, bodies: torch.Tensor, height: float) -> torch.Tensor:
     """How many of ``bodies`` are below ``height``: a contact proxy that needs no contact sensors."""
     return (state["sim", "xpos"][:, bodies, 2] < height).float().sum(-1)
 
@@ -196,34 +191,34 @@ def bodies_below(state: TensorDict, ctx: EnvContext, bodies: torch.Tensor, heigh
 
 
 def anchor_height_error(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, threshold: float
+    state: State, ctx: EnvContext, motion: MotionClips, anchor: int, threshold: float
 ) -> torch.Tensor:
     ref = motion.body_pos_w[frame_index(state), anchor, 2]
     return (ref - state["sim", "xpos"][:, anchor, 2]).abs() > threshold
 
 
 def anchor_gravity_error(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, anchor: int, threshold: float
+    state: State, ctx: EnvContext, motion: MotionClips, anchor: int, threshold: float
 ) -> torch.Tensor:
     ref = gravity_z(motion.body_quat_w[frame_index(state), anchor])
     return (ref - gravity_z(state["sim", "xquat"][:, anchor])).abs() > threshold
 
 
 def body_height_error(
-    state: TensorDict, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, threshold: float
+    state: State, ctx: EnvContext, motion: MotionClips, bodies: torch.Tensor, threshold: float
 ) -> torch.Tensor:
     ref = motion.body_pos_w[frame_index(state)][:, bodies, 2]
     return ((ref - state["sim", "xpos"][:, bodies, 2]).abs() > threshold).any(-1)
 
 
-def clip_ended(state: TensorDict, ctx: EnvContext) -> torch.Tensor:
+def clip_ended(state: State, ctx: EnvContext) -> torch.Tensor:
     """The reference reached its clip's last frame, so the next step would have nothing to track."""
     pointer = state["env", COMMAND]
     return pointer[:, 0] >= pointer[:, 1]
 
 
 def tracking_failed(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     motion: MotionClips,
     anchor: int,
@@ -331,7 +326,7 @@ def reference_root_state(motion: MotionClips, frame: torch.Tensor, noise: torch.
 
 
 def reset_to_reference(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     mask: torch.Tensor,
     rng: torch.Tensor,
@@ -369,7 +364,7 @@ def reset_to_reference(
 
 
 def failure_ema(
-    state: TensorDict,
+    state: State,
     ctx: EnvContext,
     done: torch.Tensor,
     terminated: torch.Tensor,

@@ -79,14 +79,12 @@ class FlashSACLearner(OffPolicyLearner):
 
     @torch.no_grad()
     def act(self, obs: TensorDict) -> torch.Tensor:
-        actor = self.acting
-        actor.eval()  # BatchNorm: act with running statistics, do not update them from rollouts
         rng = self._next_explore_rng()
         num_envs = self._done.shape[0]
         u_span = rnglib.uniform(rng, _SPAN_STREAM, (num_envs,))
         noise = self.noise.step(self._done, u_span, rnglib.normal(rng, _NOISE_STREAM, (num_envs, self.action_dim)))
-        action, _ = actor.sample(obs["policy"], noise)
-        actor.train()
+        # frozen: the BatchNorms act with their running statistics and are not moved by the rollouts
+        action, _ = self.acting.sample(obs["policy"], noise, frozen=True)
         return action
 
     def observe(self, data: TensorDict) -> None:

@@ -72,7 +72,7 @@ class SACLearner(OffPolicyLearner):
     def act(self, obs: TensorDict) -> torch.Tensor:
         policy_obs = obs["policy"]
         noise = rnglib.normal(self._next_explore_rng(), _NOISE_STREAM, (policy_obs.shape[0], self.action_dim))
-        action, _ = self.acting.sample(policy_obs, noise)
+        action, _ = self.acting.sample(policy_obs, noise, frozen=True)
         return action
 
     def observe(self, data: TensorDict) -> None:

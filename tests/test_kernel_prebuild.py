@@ -82,3 +82,18 @@ def test_the_recording_names_every_module_a_real_step_loads() -> None:
     new, missed, named = map(int, out.stdout.split()[-3:])
     assert new > 0 and named >= new
     assert missed == 0
+
+
+def test_a_step_with_the_segmented_pair_search_records_and_the_native_sorts_come_back() -> None:
+    """``sap_segmented`` sorts its pairs with Warp's native segmented sort, which reads segment bounds that only its
+    kernels would have written: recorded, the sort does nothing (it refused the unfilled bounds when it ran), and
+    Warp's own functions are back once the recording ends."""
+    from unilab.robots import g1
+    from unilab.sim import SimConfig, make_backend
+
+    sim = make_backend("mjwarp", g1.load_model(), 2, device="cpu", config=SimConfig(broadphase="sap_segmented"))
+    natives = {name: getattr(wp.utils, name) for name in ("segmented_sort_pairs", "radix_sort_pairs", "array_scan")}
+    d = sim._scratch_data()
+    named = {module.name for module, _ in launched_kernels(lambda: sim._step_and_refresh(d), "cpu")}
+    assert any(name.startswith("_sap_broadphase") for name in named)  # the pair search's own kernels, after the sort
+    assert {name: getattr(wp.utils, name) for name in natives} == natives

@@ -21,15 +21,23 @@ from warp._src.context import _resolve_launch_block_dim
 
 # A module and the block size it is compiled for: Warp keys a module's compiled code by both.
 Variant = tuple[Any, int]
+# Warp's sorts and scans that mujoco_warp calls inside a step: native code, no module of their own.
+_NATIVE = ("segmented_sort_pairs", "radix_sort_pairs", "array_scan")
+
+
+def _skip(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 def launched_kernels(call: Callable[[], object], device: wp.DeviceLike) -> list[Variant]:
     """The (module, block size) of every kernel ``call`` launches on ``device``, found without launching any.
 
-    While ``call`` runs, ``wp.launch`` and ``wp.launch_tiled`` only record, and a captured loop or branch runs its
-    body once: no kernel runs and no array changes, so ``call`` must not read results back to the host to decide
-    what to do next (``mjw.step`` reads none). The launch functions are Warp's module attributes, swapped for the
-    whole process: no other thread may launch Warp kernels meanwhile.
+    While ``call`` runs, ``wp.launch`` and ``wp.launch_tiled`` only record, a captured loop or branch runs its
+    body once, and Warp's native sorts and scans (``_NATIVE``) do nothing: they compile no module, and they would
+    read index arrays that no kernel has filled (the segmented sort of the ``sap_segmented`` pair search refused
+    the garbage). No kernel runs and no array changes, so ``call`` must not read results back to the host to decide
+    what to do next (``mjw.step`` reads none). The functions are Warp's module attributes, swapped for the whole
+    process: no other thread may launch Warp kernels meanwhile.
     """
     device = wp.get_device(device)
     found: dict[tuple[int, int], Variant] = {}
@@ -55,7 +63,7 @@ def launched_kernels(call: Callable[[], object], device: wp.DeviceLike) -> list[
                 branch(**kw)
 
     swaps = {"launch": launch, "launch_tiled": launch_tiled, "capture_while": capture_while, "capture_if": capture_if}
-    with _swapped(wp, swaps):
+    with _swapped(wp, swaps), _swapped(wp.utils, dict.fromkeys(_NATIVE, _skip)):
         call()
     return list(found.values())
 

@@ -273,6 +273,9 @@ WALK_TUNINGS = {
     "go1_walk_flat": (4096, -0.125, -1.0, "go1_ppo_mjlab"),
     "go1_walk_rough": (4096, -0.125, -1.0, "go1_ppo_mjlab"),
 }
+# The physics knobs a walk's PPO tuning sets (the G1's flat walks: mjlab's solver caps and a flat walk's rows).
+FLAT_G1_PHYSICS = {"solver_iterations": 10, "ls_iterations": 20, "njmax": 256}
+PPO_PHYSICS = {"g1_walk_flat": FLAT_G1_PHYSICS, "g1_walk_flat_rand": FLAT_G1_PHYSICS}
 
 
 @pytest.mark.parametrize("task", sorted(WALK_TUNINGS))
@@ -282,6 +285,15 @@ def test_the_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: s
     tuned = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp"])
     assert (tuned.algo.num_envs, tuned.algo.init_noise_std) == (envs, 0.25)
     assert tuned.task.reward_weights == {"penalty_action_rate": rate} and own_weight == own_rate
+    physics = PPO_PHYSICS.get(task, {})
+    built, own = make_task(tuned.task.name, **task_overrides(tuned)).physics, make_task(task).physics
+    assert (built.iterations, built.ls_iterations, built.njmax) == (
+        physics.get("solver_iterations", own.iterations),
+        physics.get("ls_iterations", own.ls_iterations),
+        physics.get("njmax", own.njmax),
+    )  # what the env's physics is built with: the rough walk and the Go1 keep their own
+    rows = compose_config(["algo=ppo", f"task={task}", "sim=mjwarp", "task.njmax=300"])
+    assert make_task(rows.task.name, **task_overrides(rows)).physics.njmax == 300  # the command line wins here too
     assert (
         make_task(tuned.task.name, **task_overrides(tuned)).rewards["penalty_action_rate"].weight == rate
     )  # what the env is built with
@@ -296,6 +308,7 @@ def test_the_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: s
     assert compose_config(["algo=ppo", f"task={task}", "sim=mujoco"]).algo.num_envs == 16
     sac = compose_config(["algo=sac", f"task={task}", "sim=mjwarp"])
     assert sac.task.reward_weights == {} and sac.algo.num_envs == 2048
+    assert make_task(sac.task.name, **task_overrides(sac)).physics == make_task(task).physics
 
 
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
@@ -308,6 +321,7 @@ def test_three_ppo_iterations_write_a_complete_run_that_resumes(tmp_path: Path, 
     assert data["completed_iterations"] == 3 and data["total_env_steps"] == 3 * 8 * 4
     assert data["tail_iteration_count"] == 2 and data["tail_env_steps_per_sec"] > 0
     assert set(data["tail_seconds_per_iteration"]) == {"collect", "update"}
+    assert {name: data["config"]["task"]["knobs"][name] for name in FLAT_G1_PHYSICS} == FLAT_G1_PHYSICS  # the tuning's
     checkpoint = torch.load(run_dir / "model_3.pt", weights_only=True)
     assert checkpoint["env_steps"] == 96 and checkpoint["loss"]["actor.obs_norm.count"] == 96
 

@@ -19,4 +19,6 @@ from unilab.tasks.g1_walk_rough.config import make_task
 from unilab.tasks.task import Task, tuning_files
 from unilab.tasks.walking_metrics import ROUGH_METRICS
 
-TASK = Task("g1_walk_rough", make_task, tuning=tuning_files(Path(g1_walk_flat.__file__).parent), metrics=ROUGH_METRICS)
+# The flat walk's SAC and FlashSAC tuning; PPO's of its own (the flat walk's sizes its physics for flat ground).
+TUNING = {**tuning_files(Path(g1_walk_flat.__file__).parent), **tuning_files(Path(__file__).parent)}
+TASK = Task("g1_walk_rough", make_task, tuning=TUNING, metrics=ROUGH_METRICS)

@@ -280,27 +280,36 @@ def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, c
     assert row["stand_steps"] == bench.STAND_STEPS and row["eager_steps_per_sec"] > 0
     assert len(pelvis_heights) == 1 + steps  # the untimed first step, then the timed ones
     assert min(float(h.min()) for h in pelvis_heights) > 0.6
-    assert row["build_sec"] > 0 and row["first_step_sec"] > 0 and row["warp_opt"] is None
+    assert row["build_sec"] > 0 and row["first_step_sec"] > 0 and row["warp_opt"] is row["warp_output"] is None
 
 
-def test_physics_sets_warp_s_optimization_level_and_refuses_it_off_warp(
+def test_physics_sets_warp_s_optimization_level_and_output_and_refuses_them_off_warp(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     import warp as wp
 
-    seen: list[int | None] = []
+    seen: list[tuple[int | None, str | None]] = []
 
     def measured(*_: object) -> dict:
-        seen.append(wp.config.optimization_level)  # what every module compiled from here on is built at
+        # what every module compiled from here on is built at, and as
+        seen.append((wp.config.optimization_level, wp.config.cuda_output))
         return {"bench": "physics"}
 
     monkeypatch.setattr(bench, "bench_physics", measured)
     monkeypatch.setattr(wp.config, "optimization_level", None)
-    bench.main(["physics", "--sim", "mjwarp", "--device", "cpu", "--num-envs", "2", "--steps", "1", "--warp-opt", "1"])
-    assert seen == [1] and json.loads(capsys.readouterr().out) == {"bench": "physics", "warp_opt": 1}
+    monkeypatch.setattr(wp.config, "cuda_output", None)
+    tiny = ["physics", "--sim", "mjwarp", "--device", "cpu", "--num-envs", "2", "--steps", "1"]
+    bench.main([*tiny, "--warp-opt", "1"])
+    assert json.loads(capsys.readouterr().out) == {"bench": "physics", "warp_opt": 1, "warp_output": None}
+    monkeypatch.setattr(wp.config, "optimization_level", None)  # Warp's settings are the process's
+    bench.main([*tiny, "--warp-output", "cubin"])
+    assert json.loads(capsys.readouterr().out) == {"bench": "physics", "warp_opt": None, "warp_output": "cubin"}
+    assert seen == [(1, None), (None, "cubin")]
     for args, message in (
         (["--sim", "mujoco", "--warp-opt", "1"], "--warp-opt is Warp's: it needs --sim mjwarp"),
+        (["--sim", "mujoco", "--warp-output", "ptx"], "--warp-output is Warp's: it needs --sim mjwarp"),
         (["--sim", "mjwarp", "--warp-opt", "4"], "argument --warp-opt: invalid choice: 4"),
+        (["--sim", "mjwarp", "--warp-output", "sass"], "argument --warp-output: invalid choice: 'sass'"),
     ):
         with pytest.raises(SystemExit) as exc:
             bench.main(["physics", "--num-envs", "2", "--steps", "1", *args])

@@ -8,6 +8,7 @@ import logging
 import os
 import pickle
 import py_compile
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,7 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     placed = {cache.name: cache for cache in configure()}
     assert os.environ["WARP_CACHE_PATH"] == str(tmp_path / "root" / "warp") == str(placed["warp"].path)
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "root" / "triton")
+    assert os.environ["CUDA_CACHE_PATH"] == str(tmp_path / "root" / "cuda")  # the driver's copies of Warp's PTX
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor_of_mine")
     assert placed["inductor"].user_set and not placed["warp"].user_set
     assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0" and os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
@@ -373,6 +375,8 @@ def test_a_second_process_hits_the_graph_cache_and_a_corrupt_entry_is_rebuilt(tm
 def test_unilab_cache_shows_and_clears_without_torch(tmp_path: Path) -> None:
     (tmp_path / "root" / "warp" / "1.19.0").mkdir(parents=True)
     (tmp_path / "root" / "warp" / "1.19.0" / "kernel.o").write_bytes(b"x" * 3000)
+    (tmp_path / "root" / "cuda").mkdir()
+    (tmp_path / "root" / "cuda" / "index").write_bytes(b"z" * 200)  # the driver's JIT cache
     mine = tmp_path / "my_inductor"
     mine.mkdir()
     (mine / "graph").write_bytes(b"y" * 10)
@@ -395,12 +399,21 @@ def test_unilab_cache_shows_and_clears_without_torch(tmp_path: Path) -> None:
 
     shown = cache()
     assert shown[0] == f"cache root: {tmp_path / 'root'}"
-    rows = {line.split()[0]: line for line in shown[1:5]}
+    rows = {line.split()[0]: line for line in shown[1:6]}
     assert str(tmp_path / "root" / "warp") in rows["warp"] and rows["warp"].endswith(human(3000))
+    assert str(tmp_path / "root" / "cuda") in rows["cuda"] and rows["cuda"].endswith(human(200))
     assert str(mine) in rows["inductor"] and "10 B (set by TORCHINDUCTOR_CACHE_DIR)" in rows["inductor"]
-    assert "empty" in rows["triton"] and "empty" in rows["bytecode"] and shown[5].startswith(f"total {human(3010)}")
+    assert "empty" in rows["triton"] and "empty" in rows["bytecode"] and shown[6].startswith(f"total {human(3210)}")
     assert cache("info") == shown
-    cleared = cache("clear")
-    assert f"removed {tmp_path / 'root' / 'warp'} ({human(3000)})" in cleared[1]
-    assert "kept" in cleared[2] and (mine / "graph").exists() and not (tmp_path / "root" / "warp").exists()
-    assert "nothing to remove" in cleared[3] and "nothing to remove" in cleared[4]
+    cleared = cache("clear")[1:]
+
+    def line(path: Path) -> str:  # the line about one cache's folder
+        (found,) = [text for text in cleared if re.search(rf"{re.escape(str(path))}[ :]", text)]
+        return found
+
+    root = tmp_path / "root"
+    assert line(root / "warp").strip() == f"removed {root / 'warp'} ({human(3000)})"
+    assert line(root / "cuda").strip() == f"removed {root / 'cuda'} ({human(200)})"
+    assert "kept" in line(mine) and (mine / "graph").exists()
+    assert not (root / "warp").exists() and not (root / "cuda").exists()
+    assert "nothing to remove" in line(root / "triton") and "nothing to remove" in line(root / "bytecode")

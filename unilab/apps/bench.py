@@ -378,6 +378,14 @@ def _parser() -> ArgumentParser:
         "with an empty WARP_CACHE_PATH, build_sec and first_step_sec say what compiling at it costs",
     )
     phys.add_argument(
+        "--warp-output",
+        choices=("ptx", "cubin"),
+        default=None,
+        help="mjwarp on CUDA: what Warp's compiler emits (default: Warp's choice, PTX where the driver is at least as "
+        "new as it); PTX is compiled again by the driver as each module loads (its cache: CUDA_CACHE_PATH), CUBIN "
+        "is the GPU's code already",
+    )
+    phys.add_argument(
         "--hfield-geoms",
         default=None,
         metavar="REGEX",
@@ -475,12 +483,16 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
             terrain_spec(g1.SCENE, generate(dataclasses.replace(ROUGH_TERRAIN, **geoms)))
         except ValueError as exc:
             parser.error(str(exc))
-    if args.warp_opt is not None:
-        if sim != "mjwarp":
-            parser.error("--warp-opt is Warp's: it needs --sim mjwarp")
+    for flag, value in (("--warp-opt", args.warp_opt), ("--warp-output", args.warp_output)):
+        if value is not None and sim != "mjwarp":
+            parser.error(f"{flag} is Warp's: it needs --sim mjwarp")
+    if sim == "mjwarp" and (args.warp_opt is not None or args.warp_output is not None):
         import warp as wp
 
-        wp.config.optimization_level = args.warp_opt
+        if args.warp_opt is not None:
+            wp.config.optimization_level = args.warp_opt
+        if args.warp_output is not None:
+            wp.config.cuda_output = args.warp_output
     config = SimConfig(
         iterations=args.iterations,
         ls_iterations=args.ls_iterations,
@@ -497,6 +509,6 @@ def _run_physics(parser: ArgumentParser, args: argparse.Namespace, sim: str, siz
         announce(parser.prog, f"physics: {n} worlds on {args.sim or default_backend()}, {args.steps} control steps")
         try:
             row = bench_physics(sim, n, args.steps, args.device, config, args.terrain, args.tiles, geoms)
-            print(json.dumps({**row, "warp_opt": args.warp_opt}), flush=True)
+            print(json.dumps({**row, "warp_opt": args.warp_opt, "warp_output": args.warp_output}), flush=True)
         except SimCapacityError as exc:  # a result of the sizes chosen, said as such
             parser.error(f"{n} worlds: {exc}")

@@ -138,6 +138,7 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     assert os.environ["WARP_CACHE_PATH"] == str(tmp_path / "root" / "warp") == str(placed["warp"].path)
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "root" / "triton")
     assert os.environ["CUDA_CACHE_PATH"] == str(tmp_path / "root" / "cuda")  # the driver's copies of Warp's PTX
+    assert (tmp_path / "root" / "cuda").is_dir()  # made for the driver
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor_of_mine")
     assert placed["inductor"].user_set and not placed["warp"].user_set
     assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0" and os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"

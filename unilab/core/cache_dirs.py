@@ -134,6 +134,8 @@ def configure() -> list[CacheDir]:
             keep_bytecode(cache)
         elif not cache.user_set:
             os.environ[cache.variable] = str(cache.path)
+            if cache.name == "cuda":  # made here: the driver reports nothing about a cache folder it cannot use
+                _writable(cache.path)
     for switch in SWITCHES:
         os.environ.setdefault(switch, "1")
     graph_log = logging.getLogger(GRAPH_CACHE_LOGGER)

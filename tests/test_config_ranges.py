@@ -36,6 +36,8 @@ def _refused(capsys: pytest.CaptureFixture, argv: list[str]) -> str:
         (["training.play_envs=1000000"], "training.play_envs must be in [1, 64]"),
         (["algo.critic_hidden=[100000,100000]"], "algo.critic_hidden must be a list of 1 to 64 sizes"),
         (["sim.name=bullet"], "sim.name must be one of mjwarp, mujoco, got 'bullet'"),
+        (["sim.warp_output=sass"], "sim.warp_output must be one of ptx, cubin, got 'sass'"),
+        (["sim.warp_output=cubin"], "sim.warp_output is Warp's: it needs sim=mjwarp, not sim=mujoco"),
         (["algo.name=td3"], "algo.name must be one of sac, flashsac, ppo, got 'td3'"),
     ],
 )
@@ -52,7 +54,7 @@ def test_every_numeric_key_of_the_schema_has_a_range(algo: str) -> None:
         if (isinstance(value, int | float | list) and not isinstance(value, bool)) or value is None
     }
     ranged = {key for key, f, _ in settings_fields(schema(algo)) if f.metadata.get("bounds") is not None}
-    nullable_text = {"training.device", "training.log_dir", "algo.resume", "task.motion_file"}
+    nullable_text = {"training.device", "training.log_dir", "algo.resume", "task.motion_file", "sim.warp_output"}
     assert numeric - ranged - nullable_text == set()
 
 

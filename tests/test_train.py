@@ -437,6 +437,16 @@ def test_a_directory_of_clips_is_a_motion_file(tmp_path: Path) -> None:
     check_inputs(compose_config(["task=g1_motion_tracking", f"task.motion_file={library}"]))  # accepted
 
 
+def test_sim_warp_output_sets_what_warp_s_compiler_emits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import warp as wp
+
+    monkeypatch.setattr(wp.config, "cuda_output", None)  # Warp's settings are the process's
+    summary = run(compose_config(tiny(tmp_path, "mjwarp", "algo.max_iterations=2", "sim.warp_output=cubin")))
+    assert summary.status == "completed" and wp.config.cuda_output == "cubin"  # set before the env's modules build
+    data = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert data["config"]["sim"] == {"name": "mjwarp", "warp_output": "cubin"}
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 def test_cuda_device_without_cuda_is_refused_before_any_work(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit):

@@ -55,9 +55,18 @@ class TaskSelection:
     )
 
 
+# What Warp's compiler may emit for a CUDA device (``warp.config.cuda_output``).
+WARP_OUTPUTS = ("ptx", "cubin")
+
+
 @dataclass
 class SimSelection:
     name: str = setting("auto", "the physics backend; chosen with sim=NAME or --sim NAME")
+    warp_output: str | None = setting(
+        None,
+        "mjwarp on CUDA: what Warp's compiler emits, ptx (which the driver compiles as each module loads) or cubin "
+        "(the GPU's code); null: Warp's choice",
+    )
 
 
 @dataclass
@@ -187,6 +196,15 @@ def validate(cfg: TrainConfig) -> None:
     if not isinstance(a, ALGORITHMS[a.name]):
         raise ValueError(f"algo.name={a.name} does not choose the algorithm: give algo={a.name} (or --algo {a.name})")
     _check(cfg.sim.name in BACKENDS, "sim.name", f"one of {', '.join(BACKENDS)}", cfg.sim.name)
+    if cfg.sim.warp_output is not None:
+        _check(
+            cfg.sim.warp_output in WARP_OUTPUTS,
+            "sim.warp_output",
+            f"one of {', '.join(WARP_OUTPUTS)}",
+            cfg.sim.warp_output,
+        )
+        if cfg.sim.name != "mjwarp":
+            raise ValueError(f"sim.warp_output is Warp's: it needs sim=mjwarp, not sim={cfg.sim.name}")
     check_logger(cfg.training.logger)
     a.check()
 

@@ -144,6 +144,10 @@ class TrainingRun:
             if world.leader:
                 announce("train", cache_line(caches))
                 announce("train", f"building {cfg.algo.num_envs} {cfg.task.name} envs on {cfg.sim.name} ({device})")
+            if cfg.sim.warp_output is not None:  # read as each Warp module is built: before the env's are
+                import warp
+
+                warp.config.cuda_output = cfg.sim.warp_output
             env = build_env(task, sim=cfg.sim.name, num_envs=cfg.algo.num_envs, device=device)
             clock.mark("env_build", parts=env.sim.startup)
             if world.leader:

@@ -73,6 +73,36 @@ def test_train_bench_refuses_overrides_that_name_the_workload_before_any_run(
     )
 
 
+def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path / "my_warp"))  # a user's own cache: not found by a cold run
+    monkeypatch.setenv("UNILAB_CACHE_DIR", str(tmp_path / "warm_root"))
+    seen = []
+
+    def compiling(command: list[str], env: dict[str, str] | None = None, **_: object) -> subprocess.CompletedProcess:
+        root = Path(env["UNILAB_CACHE_DIR"])
+        seen.append((root, [p.name for p in root.iterdir()], "WARP_CACHE_PATH" in env))
+        (root / "warp").mkdir()
+        (root / "warp" / "kernel.cubin").write_bytes(b"x" * 1234)  # what the run compiled
+        return FINISHED
+
+    monkeypatch.setattr(bench.subprocess, "run", compiling)
+    bench.main(
+        ["train", "--workloads", "sac,ppo", "--repeats", "1", "--sim", "mujoco", "--cold", "--log-root", str(tmp_path)]
+    )
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]
+    assert [(row["cold"], row["cache_bytes"]) for row in rows] == [(True, 1234), (True, 1234)]
+    (first, *_), (second, *_) = seen
+    assert first != second and all(contents == [] and not user_warp for _, contents, user_warp in seen)
+    assert not first.exists() and not second.exists()  # removed after each run
+    assert first.parent == second.parent != tmp_path / "warm_root"
+    commands = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda command, env=None, **k: commands.append(env) or FINISHED)
+    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path)
+    assert commands == [None] and "cold" not in json.loads(capsys.readouterr().out.splitlines()[0])  # warm: as is
+
+
 def test_the_rough_ppo_workload_trains_the_rough_walk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     commands = []
     monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)

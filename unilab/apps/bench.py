@@ -11,6 +11,8 @@ import argparse
 import dataclasses
 import json
 import math
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from unilab.apps.bench_profile import add_profile_options, run_profile
 from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
 from unilab.apps.early import GROUPS
 from unilab.apps.workloads import CANONICAL_OVERRIDES, CANONICAL_WORKLOADS
+from unilab.core.cache_dirs import CACHES, ROOT_VARIABLE, size_bytes
 from unilab.core.device import settle
 from unilab.robots import g1
 from unilab.run.progress import announce
@@ -239,13 +242,25 @@ def bench_drift(task: str, sim: str, num_envs: int, steps: int, device: str | No
     }
 
 
-def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[str], log_root: Path) -> list[dict]:
+def cold_environment(root: Path) -> dict[str, str]:
+    """This process's environment for a run whose every compiled artefact goes under the empty ``root``: the cache
+    variables a user set are dropped with the rest, so nothing compiled before is found."""
+    placed = {variable for _, variable in CACHES.values()}
+    return {**{k: v for k, v in os.environ.items() if k not in placed}, ROOT_VARIABLE: str(root)}
+
+
+def bench_train(
+    workloads: list[str], repeats: int, sim: str, overrides: list[str], log_root: Path, cold: bool = False
+) -> list[dict]:
     """Each repeat runs every workload once (interleaved, so a drifting machine affects all alike), each in its
-    own process as a user would start it; ``overrides`` come after the canonical ones and win."""
+    own process as a user would start it; ``overrides`` come after the canonical ones and win. ``cold``: each run
+    with a cache root of its own, empty (Warp's kernels and the driver's code for them, Inductor's and Triton's,
+    and the bytecode where it goes there), removed after the run; the operating system's file cache stays warm."""
     rows = []
     for repeat in range(repeats):
         for name in workloads:
             run_dir = log_root / f"{name}_{repeat}"
+            root = Path(tempfile.mkdtemp(prefix=f"unilab-cold-{name}-")) if cold else None
             command = [
                 sys.executable,
                 "-c",
@@ -258,7 +273,11 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 f"training.log_dir={run_dir}",
                 *overrides,
             ]
-            proc = subprocess.run(command, capture_output=True, text=True)
+            env = None if root is None else cold_environment(root)
+            proc = subprocess.run(command, capture_output=True, text=True, env=env)
+            cache_bytes = None if root is None else size_bytes(root)
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
             summary_path = run_dir / "run_summary.json"
             summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
             row = {
@@ -279,6 +298,8 @@ def bench_train(workloads: list[str], repeats: int, sim: str, overrides: list[st
                 "startup_kernel_build": summary.get("startup_kernel_build"),
                 "run_dir": str(run_dir),
             }
+            if cold:  # what the run compiled into its empty root: the caches a first run of the workload fills
+                row |= {"cold": True, "cache_bytes": cache_bytes}
             if proc.returncode != 0:
                 row["stderr_tail"] = proc.stderr[-2000:]
             print(json.dumps(row), flush=True)
@@ -406,6 +427,11 @@ def _parser() -> ArgumentParser:
     train.add_argument("--repeats", type=int, default=3)
     train.add_argument("--sim", choices=BACKENDS, default=None)
     train.add_argument("--log-root", type=Path, default=None, help="run directories (default: a temporary one)")
+    train.add_argument(
+        "--cold",
+        action="store_true",
+        help="each run with an empty cache root of its own, removed after it: a first run's start-up",
+    )
     train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
     add_profile_options(sub.add_parser("profile", help="kernels and busy time of each CUDA graph of an iteration"))
     return parser
@@ -428,7 +454,7 @@ def main(argv: list[str] | None = None) -> None:
         if naming:
             parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
-        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root)
+        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold)
         for row in summarize_train(rows):
             print(json.dumps(row), flush=True)
         failed = [row for row in rows if row["status"] != "completed"]

@@ -85,6 +85,9 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
         seen.append((root, [p.name for p in root.iterdir()], "WARP_CACHE_PATH" in env))
         (root / "warp").mkdir()
         (root / "warp" / "kernel.cubin").write_bytes(b"x" * 1234)  # what the run compiled
+        run_dir = Path(next(a for a in command if a.startswith("training.log_dir=")).split("=", 1)[1])
+        run_dir.mkdir()
+        (run_dir / "run_summary.json").write_text(json.dumps({"status": "completed", "tail_env_steps_per_sec": 1.0}))
         return FINISHED
 
     monkeypatch.setattr(bench.subprocess, "run", compiling)

@@ -32,6 +32,7 @@ from unilab.apps.workloads import CANONICAL_OVERRIDES, CANONICAL_WORKLOADS
 from unilab.core.cache_dirs import CACHES, ROOT_VARIABLE, size_bytes
 from unilab.core.device import settle
 from unilab.robots import g1
+from unilab.run.config import WARP_OUTPUTS
 from unilab.run.progress import announce
 from unilab.run.resources import FLOAT_BYTES, InsufficientMemoryError, check_fits, format_bytes
 from unilab.sim import (
@@ -273,10 +274,12 @@ def bench_train(
                 f"training.log_dir={run_dir}",
                 *overrides,
             ]
-            env = None if root is None else cold_environment(root)
-            proc = subprocess.run(command, capture_output=True, text=True, env=env)
-            cache_bytes = None if root is None else size_bytes(root)
-            if root is not None:
+            proc = subprocess.run(
+                command, capture_output=True, text=True, env=None if root is None else cold_environment(root)
+            )
+            cold_fields = {}
+            if root is not None:  # what the run compiled into its empty root: the caches a first run of it fills
+                cold_fields = {"cold": True, "cache_bytes": size_bytes(root)}
                 shutil.rmtree(root, ignore_errors=True)
             summary_path = run_dir / "run_summary.json"
             summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
@@ -297,9 +300,8 @@ def bench_train(
                 "startup_graphs": summary.get("startup_graphs"),
                 "startup_kernel_build": summary.get("startup_kernel_build"),
                 "run_dir": str(run_dir),
+                **cold_fields,
             }
-            if cold:  # what the run compiled into its empty root: the caches a first run of the workload fills
-                row |= {"cold": True, "cache_bytes": cache_bytes}
             if proc.returncode != 0:
                 row["stderr_tail"] = proc.stderr[-2000:]
             print(json.dumps(row), flush=True)
@@ -400,7 +402,7 @@ def _parser() -> ArgumentParser:
     )
     phys.add_argument(
         "--warp-output",
-        choices=("ptx", "cubin"),
+        choices=WARP_OUTPUTS,
         default=None,
         help="mjwarp on CUDA: what Warp's compiler emits (default: Warp's choice, PTX where the driver is at least as "
         "new as it); PTX is compiled again by the driver as each module loads (its cache: CUDA_CACHE_PATH), CUBIN "

@@ -276,6 +276,8 @@ WALK_TUNINGS = {
 # The physics knobs a walk's PPO tuning sets (the G1's flat walks: mjlab's solver caps and a flat walk's rows).
 FLAT_G1_PHYSICS = {"solver_iterations": 10, "ls_iterations": 20, "njmax": 256}
 PPO_PHYSICS = {"g1_walk_flat": FLAT_G1_PHYSICS, "g1_walk_flat_rand": FLAT_G1_PHYSICS}
+# The physics knobs a walk's SAC tuning sets (the G1's rough walk: the same caps and a flat walk's buffers).
+SAC_PHYSICS = {"g1_walk_rough": {"solver_iterations": 10, "ls_iterations": 20, "nconmax": 64, "njmax": 400}}
 
 
 @pytest.mark.parametrize("task", sorted(WALK_TUNINGS))
@@ -304,11 +306,12 @@ def test_the_walks_tuning_for_ppo_and_mjlab_s_settings_one_override_away(task: s
     assert (
         make_task(typed.task.name, **task_overrides(typed)).rewards["penalty_action_rate"].weight == -2.0
     )  # the command line wins over the tuning
-    # The CPU profile's sizes still win over the tuning's envs; SAC's settings and weights are untouched by it.
+    # The CPU profile's sizes still win over the tuning's envs; SAC's settings, weights and physics are its own.
     assert compose_config(["algo=ppo", f"task={task}", "sim=mujoco"]).algo.num_envs == 16
     sac = compose_config(["algo=sac", f"task={task}", "sim=mjwarp"])
     assert sac.task.reward_weights == {} and sac.algo.num_envs == 2048
-    assert make_task(sac.task.name, **task_overrides(sac)).physics == make_task(task).physics
+    sac_physics = make_task(task, **SAC_PHYSICS.get(task, {})).physics
+    assert make_task(sac.task.name, **task_overrides(sac)).physics == sac_physics
 
 
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])

@@ -358,6 +358,19 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     assert (tmp_path / "run" / "eval_summary_model_3_stairs_up.json").is_file()
 
 
+def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_and_its_own_physics() -> None:
+    rough, flat = (
+        compose_config(["algo=sac", f"task={task}", "sim=mjwarp"]) for task in ("g1_walk_rough", "g1_walk_flat")
+    )
+    rough_algo, flat_algo = dataclasses.asdict(rough.algo), dataclasses.asdict(flat.algo)
+    differ = {key for key in flat_algo if rough_algo[key] != flat_algo[key]}
+    assert differ == {"updates_per_step"} and (rough.algo.updates_per_step, flat.algo.updates_per_step) == (6, 8)
+    physics = {knob: rough.task.knobs[knob] for knob in ("solver_iterations", "ls_iterations", "nconmax", "njmax")}
+    assert physics == {"solver_iterations": 10, "ls_iterations": 20, "nconmax": 64, "njmax": 400}
+    ppo = compose_config(["algo=ppo", "task=g1_walk_rough", "sim=mjwarp"]).task.knobs
+    assert (ppo["solver_iterations"], ppo["nconmax"], ppo["njmax"]) == (None, 160, 900)  # the task's own, for PPO
+
+
 def test_falls_on_terrain_are_placed_where_the_robot_last_stood() -> None:
     position = torch.tensor([[[0.0, 0.0, 0.75], [5.0, 5.0, 0.75]], [[1.0, 0.0, 0.8], [5.0, 6.0, 0.75]]])
     position = torch.cat([position, torch.tensor([[[2.0, 0.0, 0.3], [5.0, 7.0, 0.75]]])])  # (T=3, N=2, 3)

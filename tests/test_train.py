@@ -413,6 +413,28 @@ def test_a_config_file_that_sets_a_boolean_to_anything_else_is_refused_naming_th
     assert not (tmp_path / "run").exists()
 
 
+def test_a_task_s_tuning_files_apply_in_order_each_under_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from unilab.tasks import registry
+
+    base = tmp_path / "base.yaml"
+    base.write_text("# @package algo\ngamma: 0.95\ntau: 0.2\n")
+    over = tmp_path / "over.yaml"
+    over.write_text("# @package _global_\nalgo:\n  tau: 0.3\ntask:\n  knobs:\n    njmax: 300\n")
+    flat = registry.get_task("g1_walk_flat").make_config
+    monkeypatch.setattr(registry, "_registered", {})
+    registry.register_task("g1_walk_layered", flat, tuning={"sac": [base, over]})
+    registry.register_task("g1_walk_reversed", flat, tuning={"sac": (over, base)})
+    run = ["algo=sac", "sim=mjwarp"]
+    layered = compose_config([*run, "task=g1_walk_layered"])
+    assert (layered.algo.gamma, layered.algo.tau, layered.task.knobs["njmax"]) == (0.95, 0.3, 300)
+    assert compose_config([*run, "task=g1_walk_reversed"]).algo.tau == 0.2  # the later file wins
+    assert compose_config([*run, "task=g1_walk_layered", "algo.tau=0.1"]).algo.tau == 0.1  # the command line wins
+    with pytest.raises(ValueError, match=r"task g1_walk_missing: no tuning file .*absent\.yaml"):
+        registry.register_task("g1_walk_missing", flat, tuning={"sac": [base, tmp_path / "absent.yaml"]})
+
+
 def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> None:
     for key in ("task.motion_file=clip.npz", "task.failure_look_back=3"):
         with pytest.raises(SystemExit) as exit_info:  # --cfg refuses what a run would, before printing a config

@@ -71,9 +71,22 @@ def store_configs(algo: str) -> None:
             store.store(group="profile", name=f"{sim}_{name}", node=settings_file(path), package=package)
     for name in list_tasks():
         store.store(group="task", name=name, node=TaskSelection(name=name))
-        for algo, path in get_task(name).tuning.items():
-            package = file_package(path, "algo")
-            store.store(group="tuning", name=f"{algo}_{name}", node=settings_file(path), package=package)
+        for algo, paths in get_task(name).tuning.items():
+            store.store(group="tuning", name=f"{algo}_{name}", node=tuning_node(paths), package="_global_")
+
+
+def tuning_node(paths: tuple[Path, ...]) -> object:
+    """A task's tuning files for one algorithm as one config from the root: each file's keys under the package its
+    header names (``algo`` without one), the files merged in order, so a later file's keys win."""
+    layers = []
+    for path in paths:
+        node: object = settings_file(path)
+        package = file_package(path, "algo")
+        if package != "_global_":
+            for key in reversed(package.split(".")):
+                node = {key: node}
+        layers.append(node)
+    return OmegaConf.merge(*layers) if layers else OmegaConf.create()
 
 
 def settings_file(path: Path) -> object:
@@ -116,9 +129,8 @@ def check_file_bools(choices: dict[str, str | None], node: TrainConfig) -> None:
     under ``algo`` (where ``store_configs`` stores them), each unless its ``# @package`` header says else."""
     # (file, where its keys go without a header)
     files = [(CONFIG_DIR / group / f"{option}.yaml", group) for group, option in choices.items() if option]
-    tuning = get_task(choices["task"]).tuning.get(choices["algo"]) if choices.get("task") else None
-    if tuning is not None:
-        files.append((Path(tuning), "algo"))
+    tuning = get_task(choices["task"]).tuning.get(choices["algo"], ()) if choices.get("task") else ()
+    files.extend((path, "algo") for path in tuning)
     profile = sim_profiles(choices["algo"]).get(choices.get("sim") or "") if choices.get("algo") else None
     if profile is not None:
         files.append((profile, "algo"))

@@ -16,7 +16,7 @@ import importlib
 import inspect
 import math
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,26 +40,30 @@ def register_task(
     name: str | Task,
     make_config: Callable[..., TaskConfig] | None = None,
     *,
-    tuning: Mapping[str, str | Path] | None = None,
+    tuning: Mapping[str, str | Path | Sequence[str | Path]] | None = None,
     metrics: EvalMetrics | None = None,
 ) -> Task:
     """Make a task known to ``make_env``, ``train task=<name>``, ``eval`` and ``play``; returns its ``Task``.
 
-    Pass a ``Task``, or its name and config factory (and optionally per-algorithm tuning YAMLs and eval
-    metrics). Registering a name again replaces the earlier task.
+    Pass a ``Task``, or its name and config factory (and optionally per-algorithm tuning YAMLs, a file or a list
+    of files applied in order, and eval metrics). Registering a name again replaces the earlier task.
     """
     if isinstance(name, Task):
         task = name
     elif make_config is None:
         raise ValueError(f"register_task({name!r}): give the task's config factory")
     else:
-        files = {algo: Path(path) for algo, path in (tuning or {}).items()}
+        files = {algo: _paths(given) for algo, given in (tuning or {}).items()}
         task = Task(name, make_config, tuning=files, metrics=metrics)
-    missing = [str(path) for path in task.tuning.values() if not path.is_file()]
+    missing = [str(path) for paths in task.tuning.values() for path in paths if not path.is_file()]
     if missing:
         raise ValueError(f"task {task.name}: no tuning file {', '.join(missing)}")
     _registered[task.name] = task
     return task
+
+
+def _paths(given: str | Path | Sequence[str | Path]) -> tuple[Path, ...]:
+    return (Path(given),) if isinstance(given, str | Path) else tuple(Path(path) for path in given)
 
 
 def _discover() -> dict[str, Task]:

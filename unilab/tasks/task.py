@@ -55,15 +55,17 @@ class EvalMetrics:
 @dataclass(frozen=True)
 class Task:
     """A registered task. ``make_config(**kwargs)`` builds its ``TaskConfig`` (keyword arguments are the task's
-    own knobs, such as ``motion_file``); ``tuning`` maps an algorithm name to a YAML file of that algorithm's
-    settings for this task (applied over the algorithm's defaults, under the command line)."""
+    own knobs, such as ``motion_file``); ``tuning`` maps an algorithm name to the YAML files of that algorithm's
+    settings for this task, applied in order over the algorithm's defaults and under the command line. Several
+    files let a task take another's tuning and state only where it departs from it (the rough walk's SAC is the
+    flat walk's with physics of its own); a later file's keys win."""
 
     name: str
     make_config: Callable[..., TaskConfig]
-    tuning: Mapping[str, Path] = field(default_factory=dict)
+    tuning: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
     metrics: EvalMetrics | None = None
 
 
-def tuning_files(package_dir: Path) -> dict[str, Path]:
+def tuning_files(package_dir: Path) -> dict[str, tuple[Path, ...]]:
     """A task package's ``tuning/<algo>.yaml`` files, by algorithm name."""
-    return {path.stem: path for path in sorted((package_dir / "tuning").glob("*.yaml"))}
+    return {path.stem: (path,) for path in sorted((package_dir / "tuning").glob("*.yaml"))}

@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from unilab.apps.compose import compose_config
 from unilab.apps.train import main, run
 from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
+from unilab.tasks.task import Task
 
 TINY = [
     "algo.num_envs=4",
@@ -433,6 +434,8 @@ def test_a_task_s_tuning_files_apply_in_order_each_under_its_package(
     assert compose_config([*run, "task=g1_walk_layered", "algo.tau=0.1"]).algo.tau == 0.1  # the command line wins
     with pytest.raises(ValueError, match=r"task g1_walk_missing: no tuning file .*absent\.yaml"):
         registry.register_task("g1_walk_missing", flat, tuning={"sac": [base, tmp_path / "absent.yaml"]})
+    with pytest.raises(TypeError, match=r"^task g1_walk_bare: tuning\['sac'\] must be a tuple of paths, got Posix"):
+        Task("g1_walk_bare", flat, tuning={"sac": base})  # a Task is built with tuples; register_task takes either
 
 
 def test_cfg_and_train_agree_on_the_task_keys(capsys: pytest.CaptureFixture) -> None:

@@ -65,6 +65,11 @@ class Task:
     tuning: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
     metrics: EvalMetrics | None = None
 
+    def __post_init__(self) -> None:
+        for algo, paths in self.tuning.items():
+            if not (isinstance(paths, tuple) and all(isinstance(path, Path) for path in paths)):
+                raise TypeError(f"task {self.name}: tuning[{algo!r}] must be a tuple of paths, got {paths!r}")
+
 
 def tuning_files(package_dir: Path) -> dict[str, tuple[Path, ...]]:
     """A task package's ``tuning/<algo>.yaml`` files, by algorithm name."""

@@ -19,9 +19,9 @@ from unilab.tasks.g1_walk_rough.config import make_task
 from unilab.tasks.task import Task, tuning_files
 from unilab.tasks.walking_metrics import ROUGH_METRICS
 
-FLAT = tuning_files(Path(g1_walk_flat.__file__).parent)
-OWN = tuning_files(Path(__file__).parent)
+_FLAT = tuning_files(Path(g1_walk_flat.__file__).parent)
+_OWN = tuning_files(Path(__file__).parent)
 # SAC: the flat walk's, then this walk's own file over it; FlashSAC: the flat walk's; PPO: this walk's alone (the
 # flat walks' PPO sizes its physics for flat ground).
-TUNING = {"sac": FLAT["sac"] + OWN["sac"], "flashsac": FLAT["flashsac"], "ppo": OWN["ppo"]}
+TUNING = {"sac": _FLAT["sac"] + _OWN["sac"], "flashsac": _FLAT["flashsac"], "ppo": _OWN["ppo"]}
 TASK = Task("g1_walk_rough", make_task, tuning=TUNING, metrics=ROUGH_METRICS)

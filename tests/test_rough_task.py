@@ -123,6 +123,42 @@ def test_the_curriculum_gives_each_terrain_type_its_own_mean_level() -> None:
     assert float(out[("task", "terrain_level_pyramid_slope")]) == 0.0
 
 
+def test_the_level_sums_count_each_kind_and_do_not_depend_on_the_order_of_the_envs() -> None:
+    """Per kind: its envs, the sum of their levels and of the squares, by hand; shuffling the envs changes no bit
+    (the sums are whole numbers, so the scatter's adds may come in any order)."""
+    levels = torch.tensor([0.0, 3.0, 1.0, 9.0, 2.0, 2.0, 0.0])
+    kind = torch.tensor([0, 2, 0, 2, 2, 0, 0])
+    sums = curricula.level_sums(levels, kind, 3)
+    assert sums.dtype == torch.float64
+    assert sums.tolist() == [[4.0, 3.0, 5.0], [0.0, 0.0, 0.0], [3.0, 14.0, 94.0]]
+    order = torch.randperm(7, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(curricula.level_sums(levels[order], kind[order], 3), sums)
+
+
+def test_the_curriculum_compiled_by_inductor_gives_the_eager_levels_and_statistics() -> None:
+    """The levels' statistics come from a scatter, not from reductions to scalars: Inductor compiles it and gives
+    the eager step's levels and statistics."""
+    terrain = generate(dataclasses.replace(SMALL, types=("flat", "pyramid_stairs_inv", "pyramid_stairs_inv", "flat")))
+    origins = torch.from_numpy(terrain.origins)
+    level = [0.0, 1.0, 2.0, 3.0, 1.0, 3.0, 3.0, 0.0]
+    xy = [(origins[int(row), i % 4, :2] + torch.tensor([4.5 * (i % 2), 0.0])).tolist() for i, row in enumerate(level)]
+    state = _levels_state(level, xy, [[1.0, 0.0, 0.0]] * 8, [1000] * 8)
+    done = torch.tensor([True, True, False, True, True, True, False, True])
+    ctx = SimpleNamespace(num_envs=8, max_episode_steps=1000)
+    args = (origins, 8.0, "velocity", 20.0)
+    params = {"type_of_column": torch.tensor([0, 1, 1, 0]), "type_names": ("flat", "pyramid_stairs_inv")}
+    eager = curricula.terrain_levels(state, ctx, done, ~done, *args, **params)
+    compiled = torch.compile(curricula.terrain_levels, fullgraph=True)(state, ctx, done, ~done, *args, **params)
+    assert eager.keys() == compiled.keys()
+    for key, value in eager.items():
+        torch.testing.assert_close(compiled[key], value, msg=str(key))
+    # The odd envs stand 4.5 m off their tile's centre (up a row), the even ones on it (down); 2 and 6 go on.
+    assert eager[("env", "terrain_level")].tolist() == [0.0, 2.0, 2.0, 4.0, 0.0, 4.0, 3.0, 1.0]
+    shown = torch.tensor([0.0, 2.0, 2.0, 3.0, 0.0, 3.0, 3.0, 1.0])  # past the last row counted as the last
+    assert float(eager[("task", "terrain_level_std")]) == pytest.approx(float(shown.std(correction=0)))
+    assert float(eager[("task", "terrain_level_pyramid_stairs_inv")]) == pytest.approx((2 + 2 + 3 + 3) / 4)
+
+
 @pytest.mark.parametrize("task", ["g1_walk_rough", "go1_walk_rough"])
 def test_a_rough_walk_logs_a_mean_level_for_each_terrain_type(task: str) -> None:
     columns = ["flat", "pyramid_stairs_inv", "pyramid_stairs_inv"]

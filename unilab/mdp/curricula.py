@@ -87,14 +87,31 @@ def terrain_levels(
     moved = (level + up.float() - down.float()).clamp(min=0.0)
     new = torch.where(done, moved, level)
     shown = new.clamp(max=origins.shape[0] - 1)
+    if type_of_column is None:  # every env of one kind
+        sums = level_sums(shown, torch.zeros_like(new, dtype=torch.long), 1)
+    else:
+        sums = level_sums(
+            shown, type_of_column[env_columns(new.shape[0], origins.shape[1], new.device)], len(type_names)
+        )
+    count, total, squares = sums.sum(0)
+    mean = total / count
     out = {
         ("env", "terrain_level"): new,
-        ("task", "terrain_level_mean"): shown.mean(),
-        ("task", "terrain_level_std"): shown.std(correction=0),
+        ("task", "terrain_level_mean"): mean.float(),
+        ("task", "terrain_level_std"): (squares / count - mean * mean).clamp(min=0.0).sqrt().float(),
     }
     if type_of_column is not None:
-        kind = type_of_column[env_columns(new.shape[0], origins.shape[1], new.device)]
         for index, name in enumerate(type_names):  # a type no env walks (fewer envs than columns) reads 0
-            walks = (kind == index).float()
-            out["task", f"terrain_level_{name}"] = (shown * walks).sum() / walks.sum().clamp(min=1.0)
+            out["task", f"terrain_level_{name}"] = (sums[index, 1] / sums[index, 0].clamp(min=1.0)).float()
     return out
+
+
+def level_sums(levels: torch.Tensor, kind: torch.Tensor, kinds: int) -> torch.Tensor:
+    """Per kind of terrain (``kinds``, 3): its envs, the sum of their ``levels`` and of the levels' squares, in float64.
+
+    Added by one scatter over the envs rather than reduced to scalars: Inductor compiles a reduction to a scalar into
+    one block of threads and fuses into it the whole per-env curriculum that feeds it, so the curriculum ran on a
+    single multiprocessor (docs/performance.md). Levels are whole rows, so every partial sum is an integer that
+    float64 holds exactly: the scatter's atomic adds give the same sums in any order."""
+    values = torch.stack((torch.ones_like(levels), levels, levels * levels), dim=-1).double()
+    return torch.zeros(kinds, 3, dtype=torch.float64, device=levels.device).index_add_(0, kind, values)

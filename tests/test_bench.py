@@ -106,6 +106,58 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
     assert commands == [None] and "cold" not in json.loads(capsys.readouterr().out.splitlines()[0])  # warm: as is
 
 
+def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    commands = []
+
+    def running(command: list[str], **_: object) -> subprocess.CompletedProcess:
+        commands.append(command)
+        run_dir = Path(next(a for a in command if a.startswith("training.log_dir=")).split("=", 1)[1])
+        run_dir.mkdir()
+        rate = 2.0 if "algo.updates_per_step=6" in command else 1.0
+        (run_dir / "run_summary.json").write_text(json.dumps({"status": "completed", "tail_env_steps_per_sec": rate}))
+        return FINISHED
+
+    monkeypatch.setattr(bench.subprocess, "run", running)
+    bench.main([
+        "train", "--workloads", "sac", "--repeats", "2", "--sim", "mujoco", "--log-root", str(tmp_path),
+        "--variant", "base=", "--variant", "six=algo.updates_per_step=6 task.njmax=300", "algo.num_envs=8",
+    ])  # fmt: skip
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    runs, summaries = lines[:4], lines[4:]
+    assert [(row["variant"], row["repeat"]) for row in runs] == [("base", 0), ("six", 0), ("base", 1), ("six", 1)]
+    assert [Path(row["run_dir"]).name for row in runs] == ["sac_base_0", "sac_six_0", "sac_base_1", "sac_six_1"]
+    tails = [command[-3:] for command in commands]
+    assert tails[0][-1] == "algo.num_envs=8" and tails[1] == [
+        "algo.num_envs=8",
+        "algo.updates_per_step=6",
+        "task.njmax=300",
+    ]
+    assert [(row["variant"], row["median"], row["runs"]) for row in summaries] == [("base", 1, 2), ("six", 2, 2)]
+
+
+@pytest.mark.parametrize(
+    ("variants", "said"),
+    [
+        (["fast"], "--variant takes NAME=OVERRIDES with a name of letters, digits, - and _; got 'fast'"),
+        (["a b=x=1"], "--variant takes NAME=OVERRIDES with a name of letters, digits, - and _; got 'a b=x=1'"),
+        (["a=", "a=algo.tau=0.1"], "--variant a is given twice"),
+        (["a=task.njmax='300"], "--variant a: No closing quotation"),
+        (["a=task=g1_walk_rough"], "a workload fixes algo and task, and --sim the backend; drop ['task=g1_walk_rough'] "
+         "or pick a workload"),
+    ],
+)  # fmt: skip
+def test_a_bad_variant_is_one_line_before_any_run(
+    variants: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["train", "--workloads", "sac", "--sim", "mujoco", *(f"--variant={v}" for v in variants)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"unilab bench: error: {said}"
+
+
 def test_the_rough_ppo_workload_trains_the_rough_walk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     commands = []
     monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -251,16 +252,26 @@ def cold_environment(root: Path) -> dict[str, str]:
 
 
 def bench_train(
-    workloads: list[str], repeats: int, sim: str, overrides: list[str], log_root: Path, cold: bool = False
+    workloads: list[str],
+    repeats: int,
+    sim: str,
+    overrides: list[str],
+    log_root: Path,
+    cold: bool = False,
+    variants: dict[str, list[str]] | None = None,
 ) -> list[dict]:
     """Each repeat runs every workload once (interleaved, so a drifting machine affects all alike), each in its
-    own process as a user would start it; ``overrides`` come after the canonical ones and win. ``cold``: each run
-    with a cache root of its own, empty (Warp's kernels and the driver's code for them, Inductor's and Triton's,
-    and the bytecode where it goes there), removed after the run; the operating system's file cache stays warm."""
+    own process as a user would start it; ``overrides`` come after the canonical ones and win. ``variants`` (a
+    name and its overrides, applied after ``overrides``) run each workload once per variant, interleaved too, so
+    two settings are compared on the same machine in the same state. ``cold``: each run with a cache root of its
+    own, empty (Warp's kernels and the driver's code for them, Inductor's and Triton's, and the bytecode where it
+    goes there), removed after the run; the operating system's file cache stays warm."""
     rows = []
+    runs = [(name, variant) for name in workloads for variant in (variants or {None: []})]
     for repeat in range(repeats):
-        for name in workloads:
-            run_dir = log_root / f"{name}_{repeat}"
+        for name, variant in runs:
+            label = name if variant is None else f"{name}_{variant}"
+            run_dir = log_root / f"{label}_{repeat}"
             root = Path(tempfile.mkdtemp(prefix=f"unilab-cold-{name}-")) if cold else None
             command = [
                 sys.executable,
@@ -273,6 +284,7 @@ def bench_train(
                 "training.progress=false",
                 f"training.log_dir={run_dir}",
                 *overrides,
+                *(variants or {}).get(variant, []),
             ]
             proc = subprocess.run(
                 command, capture_output=True, text=True, env=None if root is None else cold_environment(root)
@@ -286,6 +298,7 @@ def bench_train(
             row = {
                 "bench": "train",
                 "workload": name,
+                **({} if variant is None else {"variant": variant}),
                 "repeat": repeat,
                 "returncode": proc.returncode,
                 "status": summary.get("status"),
@@ -310,15 +323,17 @@ def bench_train(
 
 
 def summarize_train(rows: list[dict]) -> list[dict]:
-    """Per workload: every run's tail rate and their median; a failed run counts as failed, not as zero."""
+    """Per workload (and variant): every run's tail rate and their median; a failed run counts as failed, not as
+    zero."""
     out = []
-    for name in dict.fromkeys(row["workload"] for row in rows):
-        runs = [row for row in rows if row["workload"] == name]
+    for name, variant in dict.fromkeys((row["workload"], row.get("variant")) for row in rows):
+        runs = [row for row in rows if row["workload"] == name and row.get("variant") == variant]
         rates = [row["tail_env_steps_per_sec"] for row in runs if row["status"] == "completed"]
         out.append(
             {
                 "bench": "train_summary",
                 "workload": name,
+                **({} if variant is None else {"variant": variant}),
                 "runs": len(runs),
                 "failed": len(runs) - len(rates),
                 "tail_env_steps_per_sec": [round(rate) for rate in rates],
@@ -434,9 +449,34 @@ def _parser() -> ArgumentParser:
         action="store_true",
         help="each run with an empty cache root of its own, removed after it: a first run's start-up",
     )
+    train.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=OVERRIDES",
+        help="a named set of Hydra overrides (quoted, space-separated; may be empty); with several, each workload runs "
+        "once per variant, interleaved, and is summarised per variant",
+    )
     train.add_argument("overrides", nargs="*", help="Hydra overrides applied after the canonical ones")
     add_profile_options(sub.add_parser("profile", help="kernels and busy time of each CUDA graph of an iteration"))
     return parser
+
+
+def _variants(parser: ArgumentParser, given: list[str]) -> dict[str, list[str]] | None:
+    """``--variant NAME=OVERRIDES`` options as names and override lists, in the order given; None without any.
+    A name labels run directories, so it is a word of letters, digits, ``-`` and ``_``, and each is used once."""
+    variants: dict[str, list[str]] = {}
+    for option in given:
+        name, sep, overrides = option.partition("=")
+        if not sep or not name or not name.replace("-", "").replace("_", "").isalnum():
+            parser.error(f"--variant takes NAME=OVERRIDES with a name of letters, digits, - and _; got {option!r}")
+        if name in variants:
+            parser.error(f"--variant {name} is given twice")
+        try:
+            variants[name] = shlex.split(overrides)
+        except ValueError as exc:
+            parser.error(f"--variant {name}: {exc}")
+    return variants or None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -451,12 +491,14 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [w for w in workloads if w not in CANONICAL_WORKLOADS]
         if unknown or args.repeats < 1:
             parser.error(f"unknown workloads {unknown}" if unknown else f"--repeats must be >= 1, got {args.repeats}")
+        variants = _variants(parser, args.variant)
         # A workload is its algorithm and task, and --sim its backend: an override naming one would fail every run.
-        naming = [o for o in args.overrides if o.lstrip("+").split("=", 1)[0] in GROUPS]
+        given = [*args.overrides, *(o for overrides in (variants or {}).values() for o in overrides)]
+        naming = [o for o in given if o.lstrip("+").split("=", 1)[0] in GROUPS]
         if naming:
             parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
-        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold)
+        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold, variants=variants)
         for row in summarize_train(rows):
             print(json.dumps(row), flush=True)
         failed = [row for row in rows if row["status"] != "completed"]

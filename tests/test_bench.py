@@ -35,6 +35,7 @@ def test_train_bench_reports_every_run_and_counts_failures(
     assert recorded["algo"] == workload
     assert recorded["config"]["algo"]["max_iterations"] == 22  # the caller's overrides win over the canonical ones
     assert summary["median"] == round(run["tail_env_steps_per_sec"]) and summary["failed"] == 0
+    assert summary["startup_total_sec"] == [round(run["startup_total_sec"], 1)] == [summary["startup_median_sec"]]
 
     rows = [dict(run, status="failed", tail_env_steps_per_sec=None), run]
     failed = bench.summarize_train(rows)[0]
@@ -116,7 +117,8 @@ def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apa
         run_dir = Path(next(a for a in command if a.startswith("training.log_dir=")).split("=", 1)[1])
         run_dir.mkdir()
         rate = 2.0 if "algo.updates_per_step=6" in command else 1.0
-        (run_dir / "run_summary.json").write_text(json.dumps({"status": "completed", "tail_env_steps_per_sec": rate}))
+        summary = {"status": "completed", "tail_env_steps_per_sec": rate, "startup_total_sec": 10.0 * len(commands)}
+        (run_dir / "run_summary.json").write_text(json.dumps(summary))
         return FINISHED
 
     monkeypatch.setattr(bench.subprocess, "run", running)
@@ -135,6 +137,10 @@ def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apa
         "task.njmax=300",
     ]
     assert [(row["variant"], row["median"], row["runs"]) for row in summaries] == [("base", 1, 2), ("six", 2, 2)]
+    assert [(row["startup_total_sec"], row["startup_median_sec"]) for row in summaries] == [
+        ([10.0, 30.0], 20.0),
+        ([20.0, 40.0], 30.0),
+    ]
 
 
 @pytest.mark.parametrize(

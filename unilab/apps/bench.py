@@ -323,12 +323,15 @@ def bench_train(
 
 
 def summarize_train(rows: list[dict]) -> list[dict]:
-    """Per workload (and variant): every run's tail rate and their median; a failed run counts as failed, not as
-    zero."""
+    """Per workload (and variant): every run's tail rate and start-up, and their medians; a failed run counts as
+    failed, not as zero. With ``--cold`` every start-up is a first run's; without it, only the first run of a
+    workload on a machine compiles, so its start-up heads the list and three repeats after one give the warm median."""
     out = []
     for name, variant in dict.fromkeys((row["workload"], row.get("variant")) for row in rows):
         runs = [row for row in rows if row["workload"] == name and row.get("variant") == variant]
-        rates = [row["tail_env_steps_per_sec"] for row in runs if row["status"] == "completed"]
+        done = [row for row in runs if row["status"] == "completed"]
+        rates = [row["tail_env_steps_per_sec"] for row in done]
+        startups = [row["startup_total_sec"] for row in done if row.get("startup_total_sec") is not None]
         out.append(
             {
                 "bench": "train_summary",
@@ -338,6 +341,8 @@ def summarize_train(rows: list[dict]) -> list[dict]:
                 "failed": len(runs) - len(rates),
                 "tail_env_steps_per_sec": [round(rate) for rate in rates],
                 "median": round(statistics.median(rates)) if rates else None,
+                "startup_total_sec": [round(seconds, 1) for seconds in startups],
+                "startup_median_sec": round(statistics.median(startups), 1) if startups else None,
             }
         )
     return out

@@ -324,8 +324,8 @@ def bench_train(
 
 def summarize_train(rows: list[dict]) -> list[dict]:
     """Per workload (and variant): every run's tail rate and start-up, and their medians; a failed run counts as
-    failed, not as zero. With ``--cold`` every start-up is a first run's; without it, only the first run of a
-    workload on a machine compiles, so its start-up heads the list and three repeats after one give the warm median."""
+    failed, not as zero. With ``--cold`` every start-up is a first run's; without it only a workload's first run on
+    a machine compiles, so a warm median is a later call's."""
     out = []
     for name, variant in dict.fromkeys((row["workload"], row.get("variant")) for row in rows):
         runs = [row for row in rows if row["workload"] == name and row.get("variant") == variant]

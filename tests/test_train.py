@@ -587,7 +587,9 @@ def test_log_points_under_capture_and_overlap_report_the_values_at_the_point() -
     sizes = ["algo.num_envs=256", "algo.batch_size=1024", "algo.replay_buffer_n=16", "algo.learning_starts=2"]
     cfg = compose_config(["sim=mjwarp", *sizes, "algo.compile=false", "algo.overlap_updates=true"]).algo
     trainer = OffPolicyTrainer(make_functional_env("g1_walk_flat", sim="mjwarp", num_envs=256, device="cuda"), cfg)
-    assert trainer.capture and trainer.concurrent and trainer._env_stream is not None
+    assert trainer.capture and trainer.concurrent and trainer.env_stream is not None
+    # The env step's small kernels take freed multiprocessors before the update's blocks (lower number: higher).
+    assert trainer.env_stream.priority < torch.cuda.current_stream().priority
     while not trainer.ready:
         trainer.collect()
     for _ in range(3):  # records the graphs, then replays them

@@ -249,8 +249,11 @@ class OffPolicyTrainer(Trainer):
         self.filled = 0  # rows written, counted on the host from the schedule (the replay holds its own copy)
         self._transition: TensorDict | None = None
         self.concurrent = self.capture and cfg.overlap_updates
-        # Record and update graphs are recorded on the book's capture stream, the env step on the runner's.
-        self._env_stream = torch.cuda.Stream(dev) if self.concurrent else None
+        # Record and update graphs are recorded on the book's capture stream, the env step on the runner's. The env
+        # step's stream has the higher priority: its graph is a chain of small per-world kernels, and the update's
+        # kernels beside it fill the GPU, so at equal priority each of its kernels queues behind the update's blocks;
+        # with priority a multiprocessor that frees up takes the env step's blocks first.
+        self._env_stream = torch.cuda.Stream(dev, priority=-1) if self.concurrent else None
         self._stepped = torch.cuda.Event() if self.concurrent else None
         self._recorded = torch.cuda.Event() if self.concurrent else None
         self.iteration = 0

@@ -288,6 +288,21 @@ def test_profile_builds_the_task_an_override_names(monkeypatch: pytest.MonkeyPat
     assert built == ["g1_walk_rough"]
 
 
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("task.box_geoms=.*_foot[26]_collision", "mismatched input '['"), ("algo.no_such_key=1", "algo.no_such_key")],
+)
+def test_profile_refuses_a_bad_override_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, override: str, named: str
+) -> None:
+    """An override Hydra cannot parse, or a key no config has, ends ``bench profile`` with one line, exit 2."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["profile", "--workload", "sac_rough", override])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1 and named in err
+
+
 @pytest.mark.parametrize(("workload", "task"), [("ppo", "g1_walk_rough"), ("ppo_rough", "g1_walk_flat")])
 def test_profile_builds_the_on_policy_trainer_for_the_task_an_override_names(
     monkeypatch: pytest.MonkeyPatch, workload: str, task: str

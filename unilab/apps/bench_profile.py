@@ -21,6 +21,7 @@ import torch
 from unilab.apps.args import ArgumentParser
 from unilab.apps.attribution import attribution_table, phase_profile, profile_graphs
 from unilab.apps.bench_timing import capture_replay, rate, stand_ctrl, standing
+from unilab.apps.train import one_line_errors
 from unilab.apps.workloads import CANONICAL_WORKLOADS, algo_and_task
 from unilab.terrain import generate
 
@@ -127,10 +128,8 @@ def run_profile(parser: ArgumentParser, args: argparse.Namespace) -> None:
     (the table also written to ``--out``)."""
     if args.num_envs < 1 or args.replays < 1:
         parser.error(f"--num-envs and --replays must be >= 1, got {args.num_envs} and {args.replays}")
-    try:
+    with one_line_errors(parser.prog):
         result = bench_profile(args.workload, args.num_envs, args.replays, args.overrides)
-    except ValueError as exc:
-        parser.error(str(exc))
     print(json.dumps(result), flush=True)
     table = attribution_table(result)
     print(table)

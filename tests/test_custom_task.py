@@ -143,7 +143,7 @@ def test_an_entry_point_that_is_not_a_task_is_named(monkeypatch: pytest.MonkeyPa
 
 
 def test_interval_pushes_fire_on_their_timer_and_donation_matches(stand: ModuleType) -> None:
-    from unilab.core.rng import make_rng
+    from unilab.core.rng import advance, make_rng
     from unilab.tasks.registry import make_functional_env
 
     unilab.register_task("g1_stand", stand.make_stand_config)
@@ -155,14 +155,14 @@ def test_interval_pushes_fire_on_their_timer_and_donation_matches(stand: ModuleT
     zero = torch.zeros(3, 29)
     # The start event draws from the same stream, with range 0 for the calm env: align the two starts.
     b = b.update({"sim": a["sim"].clone(), "obs": a["obs"].clone()})
-    a1, _ = pushed.step(a, zero, rng + torch.tensor([0, 1]))
-    b1, _ = calm.step(b, zero, rng + torch.tensor([0, 1]))
+    a1, _ = pushed.step(a, zero, advance(rng, 1))
+    b1, _ = calm.step(b, zero, advance(rng, 1))
     assert a1["env", "shove_timer"].tolist() == pytest.approx([0.02] * 3)
     assert torch.equal(a1["sim", "qvel"], b1["sim", "qvel"])  # not fired yet
-    a2, _ = pushed.step(a1, zero, rng + torch.tensor([0, 2]))
-    b2, _ = calm.step(b1, zero, rng + torch.tensor([0, 2]))
+    a2, _ = pushed.step(a1, zero, advance(rng, 2))
+    b2, _ = calm.step(b1, zero, advance(rng, 2))
     assert a2["env", "shove_timer"].tolist() == pytest.approx([0.04] * 3)  # fired and rearmed
     assert (a2["sim", "qvel"][:, :2] - b2["sim", "qvel"][:, :2]).abs().max() > 0.05
-    donated, _ = pushed.step_(a1.clone(), zero, rng + torch.tensor([0, 2]))
+    donated, _ = pushed.step_(a1.clone(), zero, advance(rng, 2))
     for key in a2.keys(True, True):
         assert torch.equal(donated[key], a2[key]), key

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from unilab.context import ACTION_DELAY
-from unilab.core.rng import make_rng
+from unilab.core.rng import advance, make_rng
 from unilab.envs.functional import FunctionalEnv
 from unilab.managers.terms import EventTerm
 from unilab.mdp import events, randomization
@@ -113,8 +113,8 @@ def test_latency_zero_is_the_undelayed_step_bit_for_bit(sim: str) -> None:
     gen = torch.Generator().manual_seed(0)
     for k in range(1, 8):  # through an auto-reset
         action = torch.rand(3, 29, generator=gen) * 2 - 1
-        a, ta = delayed.step(a, action, rng + torch.tensor([0, k]))
-        b, tb = plain.step(b, action, rng + torch.tensor([0, k]))
+        a, ta = delayed.step(a, action, advance(rng, k))
+        b, tb = plain.step(b, action, advance(rng, k))
         assert not a["env", ACTION_DELAY].any()
         for key in b.keys(True, True):
             assert torch.equal(a[key], b[key]), key
@@ -130,9 +130,9 @@ def test_a_delay_of_one_substep_applies_the_previous_targets_first(sim: str) -> 
     state = env.reset(rng)
     assert state["env", ACTION_DELAY].tolist() == [1.0, 1.0]
     first, second = (torch.rand(2, 29, generator=torch.Generator().manual_seed(s)) * 2 - 1 for s in (1, 2))
-    state, _ = env.step(state, first, rng + torch.tensor([0, 1]))
+    state, _ = env.step(state, first, advance(rng, 1))
     physics = {name: value.clone() for name, value in state["sim"].items()}
-    after, _ = env.step(state, second, rng + torch.tensor([0, 2]))
+    after, _ = env.step(state, second, advance(rng, 2))
     scale = env.task.action.params["scale"]
     targets = [env.ctx.default_joint_pos + scale * a.clamp(-1, 1) for a in (first, second, second)]
     env.sim.step_(physics, torch.stack(targets))
@@ -157,7 +157,7 @@ def test_a_randomisation_term_works_as_an_interval_event() -> None:
     seen = []
     for k in range(1, 4):
         saved = state.clone()
-        new, _ = env.step(state, torch.zeros(2, 29), rng + torch.tensor([0, k]))
+        new, _ = env.step(state, torch.zeros(2, 29), advance(rng, k))
         assert torch.equal(state["sim", "geom_friction"], saved["sim", "geom_friction"])  # the input is not written
         seen.append(new["sim", "geom_friction"][:, 0, 0])
         state = new

@@ -180,8 +180,8 @@ def test_a_failure_also_draws_starts_to_the_seconds_before_it_in_its_own_clip() 
 
 def test_a_single_clip_samples_the_start_frames_it_always_did() -> None:
     """Values recorded from the sampler before motion libraries existed: one clip keeps every seed's results. The
-    resets' values were taken again when the counter RNG came to carry its key (every draw changed; with the RNG
-    before it they were still these of the sampler before libraries)."""
+    resets' values were taken again when the counter RNG came to carry its key, which changed every draw (with the
+    RNG before it, the library still gave the values recorded before libraries)."""
     ema = torch.zeros(11)
     ema[3], ema[9] = 0.5, 0.2
     u = torch.rand(12, 2, generator=torch.Generator().manual_seed(3))

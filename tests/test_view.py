@@ -375,12 +375,15 @@ def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_pat
         # The panel and the scene reach the page over a websocket in real time while the browser's clock is
         # virtual: on a busy machine a dump or a shot can come before they did (three attempts at 3 s of virtual
         # time all came too early once, with the test suite on both cores), so each attempt waits longer. A page
-        # that never shows them fails every attempt.
+        # that never shows them fails every attempt. A virtual budget can pass in far less real time than it names
+        # (once five dumps all came too early, the suite on both cores), so a failed attempt also waits a third of
+        # its budget in real time before the next.
         budgets = (3000, 6000, 12000, 24000, 48000)
         for budget in budgets:
             dom = chromium(binary, address, "--dump-dom", budget)
             if all(control in page_texts(dom.stdout) for control in CONTROLS):
                 break
+            time.sleep(budget / 3000)
         for budget in budgets:
             result = chromium(binary, address, f"--screenshot={shot}", budget)
             assert shot.is_file(), result.stderr[-2000:]
@@ -388,6 +391,7 @@ def test_the_page_shows_its_controls_and_the_robot_in_headless_chromium(onnx_pat
             robot = robot_pixels(image)
             if robot.sum() > 800:
                 break
+            time.sleep(budget / 3000)
     finally:
         stop.set()
         thread.join(timeout=5)

@@ -267,7 +267,8 @@ def bench_train(
     own, empty (Warp's kernels and the driver's code for them, Inductor's and Triton's, and the bytecode where it
     goes there), removed after the run; the operating system's file cache stays warm."""
     rows = []
-    runs = [(name, variant) for name in workloads for variant in (variants or {None: []})]
+    named: dict[str | None, list[str]] = dict(variants or {None: []})  # None: the run without a variant
+    runs = [(name, variant) for name in workloads for variant in named]
     for repeat in range(repeats):
         for name, variant in runs:
             label = name if variant is None else f"{name}_{variant}"
@@ -284,7 +285,7 @@ def bench_train(
                 "training.progress=false",
                 f"training.log_dir={run_dir}",
                 *overrides,
-                *(variants or {}).get(variant, []),
+                *named[variant],
             ]
             proc = subprocess.run(
                 command, capture_output=True, text=True, env=None if root is None else cold_environment(root)

@@ -22,8 +22,9 @@ values logged since (``ADDED_TASK_VALUES``: the terrain curriculum's mean level 
 reads), so each digest covers exactly what it covered when it was taken: the physics, every observation, reward and
 termination, and every sensor the tasks read then, bit for bit.
 
-Every digest, ``BEFORE``'s too, was taken again when the counter RNG came to carry its key (``unilab.core.rng``):
-that changed every draw, and nothing else; with the RNG before it the tree gave the digests before.
+Every digest, ``BEFORE``'s too, was taken again when the counter RNG came to carry its key (``unilab.core.rng``),
+and again when a draw came to offset its element index by the key before spreading it: each changed every draw, and
+nothing else; with the RNG before each change the tree gave the digests before it.
 """
 
 from __future__ import annotations
@@ -49,17 +50,17 @@ from unilab.tasks.registry import make_functional_env
 
 STEPS, NUM_ENVS = 8, 3
 EXPECTED = {
-    "g1_walk_flat": "941b98b63295525be54ad2c0e7c1c2a03ef35b4216653716c367f70f9e57db3b",
-    "g1_walk_flat_rand": "30e9116a5995c5dda8439fe5565769253452cf778a826ddc4996eeccd07cd957",
-    "g1_walk_rough": "57b7eed73cbcc3a5b66c68f6a8226d2c206f66ded607d6924591a1718fb3519c",
-    "g1_motion_tracking": "c71dca79da556b9b1f0cad7d6a6b4ca55d8d89b60cbd34bff296641a5d56b2d5",
-    "go1_walk_flat": "fd2e3cfe9169345f3e9354eee81c88cf41a6588469dc046b23062a3e05260e4f",
-    "go1_walk_rough": "4abe64c527342482d45d958bb29064be25e87c5e10f2ad60d5af631e59c443fb",
+    "g1_walk_flat": "805315e950730352f42e05dc54bd2923fc7fc788498ed7833140003b342c8bc6",
+    "g1_walk_flat_rand": "d652986369482f52a1b5c77c7020d75e1044508428b0f97656f709d08b9a776c",
+    "g1_walk_rough": "89e98112b8e99a8b6916ce160d70ffcc904724d069934ed125a68d37775b9218",
+    "g1_motion_tracking": "d4dccd63fbce5a469d9c395157d2fd71c1aab7ba2c509b2573856c3f06b5d31d",
+    "go1_walk_flat": "e93d27fc56a8353586c49bcce54315cf649a194c82bd2a9ac920defdb6c39e56",
+    "go1_walk_rough": "f410a9389d2568a939053b4585c58dd640948b0d39dc7bfe3dde4ff4e4c1a180",
 }
 BEFORE = {
     "go1_walk_rough": (
         {"falls": "knees", "feet_clearance": 0.0, "foot_reach": 0.05},
-        "d8105a1c64991d48bc0af52ef06e40ce4ee5f4d2446f2acbdfe142de88140269",
+        "1871553f65dc34a39c07b37b5eb926f67b53119ce11291af9cae1b9aa4be8ff1",
     ),
 }
 ADDED_SENSORS = (*g1.ROBOT.foot_linvel_sensors, *go1.ROBOT.foot_linvel_sensors)

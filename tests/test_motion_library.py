@@ -180,16 +180,17 @@ def test_a_failure_also_draws_starts_to_the_seconds_before_it_in_its_own_clip() 
 
 def test_a_single_clip_samples_the_start_frames_it_always_did() -> None:
     """Values recorded from the sampler before motion libraries existed: one clip keeps every seed's results. The
-    resets' values were taken again when the counter RNG came to carry its key, which changed every draw (with the
-    RNG before it, the library still gave the values recorded before libraries)."""
+    resets' values were taken again when the counter RNG came to carry its key and when a draw came to offset its
+    index by the key, each of which changed every draw (with the RNG before them, the library still gave the values
+    recorded before libraries)."""
     ema = torch.zeros(11)
     ema[3], ema[9] = 0.5, 0.2
     u = torch.rand(12, 2, generator=torch.Generator().manual_seed(3))
     frames = tracking.sample_frames(ema, u, 501, 0.1)
     assert frames.tolist() == [4, 137, 139, 442, 176, 172, 154, 157, 179, 448, 146, 409]
     env = make_functional_env("g1_motion_tracking", sim="mujoco", num_envs=8)
-    assert env.reset(make_rng(0))["env", "motion"][:, 0].long().tolist() == [128, 161, 186, 113, 123, 334, 194, 324]
-    assert env.reset(make_rng(1))["env", "motion"][:, 0].long().tolist() == [231, 37, 432, 170, 233, 345, 349, 351]
+    assert env.reset(make_rng(0))["env", "motion"][:, 0].long().tolist() == [491, 157, 235, 208, 332, 361, 27, 261]
+    assert env.reset(make_rng(1))["env", "motion"][:, 0].long().tolist() == [466, 428, 53, 418, 141, 129, 64, 77]
 
 
 def _fake_motion() -> SimpleNamespace:

@@ -10,7 +10,9 @@ import math
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -35,7 +37,7 @@ from unilab.core import rng as rnglib
 from unilab.core.proportions import rate_interval
 from unilab.mdp import curricula, events, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
-from unilab.robots import go1
+from unilab.robots import g1, go1
 from unilab.tasks import walking_metrics
 from unilab.tasks.g1_walk_flat.config import WALK as G1_WALK
 from unilab.tasks.g1_walk_rough.config import TERRAIN
@@ -394,17 +396,36 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     assert (tmp_path / "run" / "eval_summary_model_3_stairs_up.json").is_file()
 
 
-def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_and_its_own_physics() -> None:
-    rough, flat = (
-        compose_config(["algo=sac", f"task={task}", "sim=mjwarp"]) for task in ("g1_walk_rough", "g1_walk_flat")
+def _algo_differences(rough: str, flat: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each walk's SAC settings where the rough walk's differ from the flat walk's."""
+    configs = [compose_config(["algo=sac", f"task={task}", "sim=mjwarp"]).algo for task in (rough, flat)]
+    rough_algo, flat_algo = (dataclasses.asdict(algo) for algo in configs)
+    differ = [key for key in flat_algo if rough_algo[key] != flat_algo[key]]
+    return {key: rough_algo[key] for key in differ}, {key: flat_algo[key] for key in differ}
+
+
+def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_and_its_own_physics() -> None:
+    rough, flat = _algo_differences("g1_walk_rough", "g1_walk_flat")
+    assert (rough, flat) == (
+        {"updates_per_step": 6, "max_iterations": 24000},
+        {"updates_per_step": 8, "max_iterations": 5000},
     )
-    rough_algo, flat_algo = dataclasses.asdict(rough.algo), dataclasses.asdict(flat.algo)
-    differ = {key for key in flat_algo if rough_algo[key] != flat_algo[key]}
-    assert differ == {"updates_per_step"} and (rough.algo.updates_per_step, flat.algo.updates_per_step) == (6, 8)
-    physics = {knob: rough.task.knobs[knob] for knob in ("solver_iterations", "ls_iterations", "nconmax", "njmax")}
+    knobs = compose_config(["algo=sac", "task=g1_walk_rough", "sim=mjwarp"]).task.knobs
+    physics = {knob: knobs[knob] for knob in ("solver_iterations", "ls_iterations", "nconmax", "njmax")}
     assert physics == {"solver_iterations": 10, "ls_iterations": 20, "nconmax": 64, "njmax": 400}
+    model = mujoco.MjModel.from_xml_path(str(g1.SCENE))
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, geom) or "" for geom in range(model.ngeom)]
+    robot = [name for name in names if name.endswith("_collision")]
+    on_boxes = [name for name in robot if re.fullmatch(knobs["box_geoms"], name)]
+    assert (len(robot), len(on_boxes)) == (41, 25)
+    assert {"left_foot2_collision", "left_foot_sphere1_collision", "right_hand_collision"} <= set(on_boxes)
+    assert not {"left_foot3_collision", "left_hip_collision", "right_shoulder_yaw_collision"} & set(on_boxes)
     ppo = compose_config(["algo=ppo", "task=g1_walk_rough", "sim=mjwarp"]).task.knobs
-    assert (ppo["solver_iterations"], ppo["nconmax"], ppo["njmax"]) == (None, 160, 900)  # the task's own, for PPO
+    assert (ppo["solver_iterations"], ppo["nconmax"], ppo["njmax"], ppo["box_geoms"]) == (None, 160, 900, None)
+
+
+def test_the_go1_s_rough_walk_trains_sac_longer_than_its_flat_walk_and_otherwise_alike() -> None:
+    assert _algo_differences("go1_walk_rough", "go1_walk_flat") == ({"max_iterations": 30000}, {"max_iterations": 5000})
 
 
 def test_falls_on_terrain_are_placed_where_the_robot_last_stood() -> None:

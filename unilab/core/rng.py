@@ -84,13 +84,10 @@ def derive_seed(seed: int, consumer: str) -> int:
 
 
 def _bits(rng: torch.Tensor, stream: int, shape: tuple[int, ...]) -> torch.Tensor:
-    n = 1
-    for s in shape:
-        n *= s
     key = rng[2] + _stream_hash(stream, _DRAW_SALT)
     # The index is offset by the key before it is spread: Inductor folds a product of ``arange`` and a constant into
     # a kernel's index arithmetic, which Triton may do in 32 bits, where the spread index overflows.
-    index = torch.arange(n, dtype=torch.int64, device=rng.device)
+    index = torch.arange(math.prod(shape), dtype=torch.int64, device=rng.device)
     return _mix(((index + key) & _MASK32) * _INDEX_MUL).reshape(shape)
 
 

@@ -359,7 +359,14 @@ class Page:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen([binary, *flags], stdout=subprocess.DEVNULL, stderr=log)
         self._calls = 0
-        port_file = profile / "DevToolsActivePort"  # Chromium writes the port it chose here
+        try:  # a page that fails to come up leaves no browser behind: the caller never gets it to close
+            self.socket = connect(self._debugger_url(profile / "DevToolsActivePort"), max_size=None, open_timeout=10)
+        except BaseException:
+            self.close()
+            raise
+
+    def _debugger_url(self, port_file: Path) -> str:
+        """The page's DevTools websocket, from the port Chromium writes to ``port_file`` once it listens."""
         deadline = time.monotonic() + 60
         while not (port_file.is_file() and port_file.read_text().strip()):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -367,8 +374,7 @@ class Page:
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as listing:
-            target = next(t for t in json.load(listing) if t["type"] == "page")
-        self.socket = connect(target["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
+            return next(t for t in json.load(listing) if t["type"] == "page")["webSocketDebuggerUrl"]
 
     def call(self, method: str, **params: object) -> dict:
         """One DevTools command's result; events in between are skipped."""

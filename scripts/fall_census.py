@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from unilab.apps.args import InputError
-from unilab.apps.eval import suite_overrides
 from unilab.apps.policy import policy_source
 from unilab.apps.rollout import task_of
+from unilab.apps.suites import suite_overrides
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.managers.terms import TerminationTerm

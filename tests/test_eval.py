@@ -351,7 +351,7 @@ def test_an_env_count_that_cannot_fit_is_refused_before_any_work(tiny_run: Path,
 def test_perturbation_suites_change_the_conditions_and_write_their_own_summary(
     tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from unilab.apps.eval import SUITES, suite_overrides
+    from unilab.apps.suites import SUITES, suite_overrides
 
     def built(suite: str):
         overrides = suite_overrides("g1_walk_flat", suite, {})

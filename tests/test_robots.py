@@ -19,9 +19,9 @@ from tests.test_train import tiny
 from unilab.apps.catalog import shipped_tasks, task_sizes
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as eval_main
-from unilab.apps.eval import suites_of
 from unilab.apps.play import main as play_main
 from unilab.apps.policy import onnx_policy
+from unilab.apps.suites import suites_of
 from unilab.apps.train import run
 from unilab.context import EnvContext
 from unilab.robots import g1, go1

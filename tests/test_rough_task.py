@@ -23,14 +23,9 @@ from scripts import curriculum_odds
 from tests.test_train import tiny
 from unilab.apps.args import InputError
 from unilab.apps.compose import compose_config
-from unilab.apps.eval import (
-    check_terrain_suite_envs,
-    hardest_row_first,
-    row_table,
-    suite_overrides,
-    suites_of,
-)
+from unilab.apps.eval import hardest_row_first, row_table, series_name, summary_name
 from unilab.apps.eval import main as eval_main
+from unilab.apps.suites import check_terrain_suite_envs, suite_overrides, suites_of
 from unilab.apps.terrain_suites import TERRAIN_SUITES
 from unilab.apps.train import run
 from unilab.core import rng as rnglib
@@ -339,6 +334,20 @@ def test_the_terrain_suites_spread_the_envs_of_one_type_over_every_row() -> None
         suite_overrides("g1_walk_flat", "slope", {})
 
 
+def test_the_hardest_row_puts_every_env_of_a_terrain_suite_on_the_top_row_and_only_there(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    top = suite_overrides("g1_walk_rough", "stairs_down", {"obs_noise": False}, hardest_row=True)
+    assert top["terrain_level"] == TERRAIN.rows - 1 and top["terrain_columns"] == ("pyramid_stairs_inv",)
+    assert "terrain_level" not in suite_overrides("g1_walk_rough", "push", {}, hardest_row=True)
+    assert summary_name("run/model_8.pt", "slope", None, hardest_row=True) == "eval_summary_model_8_slope_top.json"
+    assert summary_name("run/model_8.pt", "push", None, hardest_row=True) == "eval_summary_model_8_push.json"
+    assert series_name("nominal", None, hardest_row=True) == "eval_series.json"
+    with pytest.raises(SystemExit):
+        eval_main(["--checkpoint", "missing.pt", "--task", "g1_walk_rough", "--suite", "push", "--hardest-row"])
+    assert "--hardest-row places the envs of a terrain suite" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("level", [10, -1, 2.5, "top", True])
 def test_a_row_the_terrain_does_not_have_is_refused(level: object) -> None:
     with pytest.raises(ValueError, match="terrain_level must be a row of the terrain, 0 to 9, or 'all', got"):
@@ -394,6 +403,12 @@ def test_three_iterations_of_training_on_rough_ground_complete_and_eval_on_the_s
     assert [row["num_envs"] for row in results["slope"]["terrain_rows"].values()] == [2] * 10
     assert sum(row["num_envs"] for row in results["nominal"]["terrain_rows"].values()) == 20
     assert (tmp_path / "run" / "eval_summary_model_3_stairs_up.json").is_file()
+    # Every env on the hardest row: the verdict on all 20, in a summary of its own beside the spread one's.
+    top = eval_main([*argv[:6], "--suite", "stairs_up", "--hardest-row"])
+    assert [row["num_envs"] for row in top["terrain_rows"].values()] == [0] * 9 + [20]
+    assert top["judged_envs"] == 20 and top["rows"] == "hardest" and stairs["rows"] == "all"
+    assert top["summary_path"].endswith("eval_summary_model_3_stairs_up_top.json")
+    assert json.loads((tmp_path / "run" / "eval_summary_model_3_stairs_up.json").read_text())["judged_envs"] == 2
 
 
 def _algo_differences(rough: str, flat: str) -> tuple[dict[str, Any], dict[str, Any]]:

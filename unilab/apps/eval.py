@@ -18,7 +18,6 @@ by the thresholds. ``EvalMetrics.groups`` add figures per group of envs (trackin
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import math
@@ -42,15 +41,22 @@ from unilab.apps.args import (
 from unilab.apps.outputs import OutputClaims
 from unilab.apps.policy import REFUSALS, policy_source
 from unilab.apps.rollout import check_rollout_memory, metrics_of, task_of
-from unilab.apps.terrain_suites import TERRAIN_SUITES, terrain_of_suite
+from unilab.apps.suites import (
+    SUITE_HELP,
+    SUITES,
+    TERRAIN_SUITE_HELP,
+    check_terrain_suite_envs,
+    suite_overrides,
+    suites_of,
+)
+from unilab.apps.terrain_suites import TERRAIN_SUITES
 from unilab.apps.verdicts import judged_groups, meets_thresholds, rate_intervals, unsettled, verdict_line
-from unilab.envs.config import task_model
+from unilab.envs.config import TaskConfig
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.run.progress import announce, bar
 from unilab.run.run_dir import write_json_atomic
-from unilab.tasks.randomization import Randomization, randomize
-from unilab.tasks.registry import build_env, list_tasks, make_task
+from unilab.tasks.registry import build_env, list_tasks
 
 
 def knobs_mark(knobs: Mapping[str, Any] | None) -> str:
@@ -62,14 +68,24 @@ def knobs_mark(knobs: Mapping[str, Any] | None) -> str:
     return "_knobs-" + hashlib.sha256(json.dumps(dict(knobs), sort_keys=True).encode()).hexdigest()[:8]
 
 
-def summary_name(source: Path | str, suite: str = "nominal", knobs: Mapping[str, Any] | None = None) -> str:
+def suite_mark(suite: str, hardest_row: bool = False) -> str:
+    """What a summary's name adds for ``suite``: nothing for nominal; ``_top`` after a terrain suite judged with
+    every env on its hardest row (``--hardest-row``), whose figures are not those of the envs spread over the rows."""
+    if suite == "nominal":
+        return ""
+    return f"_{suite}_top" if hardest_row and suite in TERRAIN_SUITES else f"_{suite}"
+
+
+def summary_name(
+    source: Path | str, suite: str = "nominal", knobs: Mapping[str, Any] | None = None, hardest_row: bool = False
+) -> str:
     """The summary of one policy file under one suite (and task knobs): named after them, so the evals of a run's
     checkpoints, or of one checkpoint under several suites or variants of its task, never write one file."""
-    return f"eval_summary_{Path(source).stem}{'' if suite == 'nominal' else f'_{suite}'}{knobs_mark(knobs)}.json"
+    return f"eval_summary_{Path(source).stem}{suite_mark(suite, hardest_row)}{knobs_mark(knobs)}.json"
 
 
-def series_name(suite: str = "nominal", knobs: Mapping[str, Any] | None = None) -> str:
-    return f"eval_series{'' if suite == 'nominal' else f'_{suite}'}{knobs_mark(knobs)}.json"
+def series_name(suite: str = "nominal", knobs: Mapping[str, Any] | None = None, hardest_row: bool = False) -> str:
+    return f"eval_series{suite_mark(suite, hardest_row)}{knobs_mark(knobs)}.json"
 
 
 # -- rollout ----------------------------------------------------------------------------------------------
@@ -152,9 +168,6 @@ def score(env: FunctionalEnv, data: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-# -- policies ---------------------------------------------------------------------------------------------
-
-
 # -- evaluate ---------------------------------------------------------------------------------------------
 
 
@@ -171,15 +184,16 @@ def evaluate(
     suite: str = "nominal",
     envs: dict[str, FunctionalEnv] | None = None,
     knobs: dict[str, Any] | None = None,
+    hardest_row: bool = False,
 ) -> dict[str, Any]:
     """Score a policy on ``num_envs`` seeded first episodes and write its summary (``summary_name``).
 
     Observation noise is off so the score measures the policy, not the noise draw; commands and start frames
     come from the env's own reset, i.e. the training ranges, so a fixed ``seed`` gives a fixed test set. A task
     with named starts (``EvalMetrics.starts``) is scored once per start; the first heads the summary.
-    ``suite`` adds a perturbation (``SUITES``) to those conditions, ``knobs`` task knobs over the policy's own
-    (``policy_source``; the summary's ``knob_overrides``). ``envs`` keeps the envs built, keyed by what they were built
-    from, for the next call to reuse (``evaluate_series``: the env is pure, only the policy changes).
+    ``suite`` adds a perturbation (``SUITES``) or puts the envs on one terrain type (over its rows, or with
+    ``hardest_row`` all on the hardest), ``knobs`` task knobs over the policy's own (``policy_source``; the summary's
+    ``knob_overrides``). ``envs`` keeps the envs built for the next call to reuse (``evaluate_series``).
     """
     source = policy_source(checkpoint, onnx, task, knobs)
     ckpt, task, overrides = source.checkpoint, source.task, source.overrides
@@ -187,8 +201,8 @@ def evaluate(
         overrides["episode_length_s"] = float(episodes_s)
     overrides["record_terminations"] = True
     starts = metrics_of(task).starts
-    own_reset = {"reset": {}}  # a task without named starts: its env's own reset, scored once
-    runs = {name: suite_overrides(task, suite, {**overrides, **args}) for name, args in (starts or own_reset).items()}
+    setups = starts or {"reset": {}}  # a task without named starts: its env's own reset, scored once
+    runs = {name: suite_overrides(task, suite, {**overrides, **args}, hardest_row) for name, args in setups.items()}
     check_terrain_suite_envs(task, suite, num_envs)
     configs = {name: task_of(task, run_overrides) for name, run_overrides in runs.items()}
     for config in configs.values():
@@ -198,12 +212,7 @@ def evaluate(
     spent = dict.fromkeys(("build", "rollout", "score"), 0.0)
     for name, config in configs.items():
         began = time.perf_counter()
-        key = repr((task, suite, name, runs[name], sim, num_envs, str(device)))
-        env = envs.get(key) if envs is not None else None
-        if env is None:
-            env = build_env(config, sim=sim, num_envs=num_envs, device=device)
-            if envs is not None:
-                envs[key] = env
+        env = _env_for(envs, (task, suite, name, runs[name]), config, sim, num_envs, device)
         if policy is None:
             policy = source.policy(env)
         start = "" if name == "reset" else f", {name}"  # said once the policy fits: a refusal stays one line
@@ -247,101 +256,31 @@ def evaluate(
         "judged_envs": head.get("judged_envs", num_envs),
         "seed": seed,
         "knob_overrides": dict(knobs or {}),
+        **({"rows": "hardest" if hardest_row else "all"} if suite in TERRAIN_SUITES else {}),
         "control_dt": env.ctx.dt,
         "eval_sec": {phase: round(seconds, 3) for phase, seconds in spent.items()},
     }
     result["meets_thresholds"] = meets_thresholds(task, result)
     result["intervals"] = rate_intervals(task, result)
     result["unsettled"] = unsettled(task, result)
-    target = output_path(path, out, summary_name(path, suite, knobs))
+    target = output_path(path, out, summary_name(path, suite, knobs, hardest_row))
     write_json_atomic(target, result)
     result["summary_path"] = str(target)
     return result
 
 
-# Perturbations an eval can add to the training conditions, each a change to the task config.
-SUITES = ("nominal", "push", "friction", "payload", "latency", "finer_physics")
-SUITE_HELP = (
-    "push: shoves of 0.5-1 m/s every 2-4 s; friction: floor friction 0.3-1.2; payload: 0-3 kg on the torso; "
-    "latency: actuation delay of 0 to one control step; finer_physics: half the physics step (sim-to-sim)"
-)
-TERRAIN_SUITE_HELP = (
-    "stairs_up, stairs_down, slope (up and down), rough: that terrain alone, the envs spread over its rows, judged "
-    "at the hardest row (tasks on terrain)"
-)
-PUSHES = Randomization(push_speed=(0.5, 1.0), push_every_s=(2.0, 4.0))
-FRICTION = Randomization(friction=(0.3, 1.2))
-PAYLOAD = Randomization(payload_kg=(0.0, 3.0))
-
-
-def suite_overrides(task: str, suite: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` plus the task-config changes of ``suite`` (``SUITE_HELP``), drawn per env at every reset:
-
-    - ``push``: shoves of 0.5 to 1 m/s in a random horizontal direction every 2 to 4 s, as an interval event;
-    - ``friction``: every contact's friction U(0.3, 1.2) (the G1's feet have 0.6);
-    - ``payload``: U(0, 3) kg added to the robot's payload body (the G1's torso, 7.8 kg of 33 kg);
-    - ``latency``: actions reach the motors U(0, one control step) late, in whole physics substeps;
-    - ``finer_physics``: half the physics step and twice the substeps (the same control period), a
-      sim-to-sim check that the policy does not lean on the training step size.
-
-    A suite's event replaces the task's own of the same kind (a randomised task's friction, say), so each
-    suite measures its condition alone.
-    """
-    if suite == "nominal":
-        return overrides
-    base = make_task(task, **overrides)
-    if suite in TERRAIN_SUITES:
-        return {**overrides, **terrain_of_suite(task, base, suite), "terrain_level": "all"}
-    timestep = base.physics.timestep or task_model(base).opt.timestep
-    if suite == "finer_physics":
-        finer = dataclasses.replace(base.physics, timestep=timestep / 2, substeps=base.physics.substeps * 2)
-        return {**overrides, "physics": finer}
-    ranges = {
-        "push": PUSHES,
-        "friction": FRICTION,
-        "payload": PAYLOAD,
-        "latency": Randomization(latency_s=(0.0, timestep * base.physics.substeps)),
-    }
-    if suite not in ranges:
-        raise InputError(f"unknown suite {suite!r}; known suites: {', '.join(SUITES)}")
-    perturbed = randomize(base, ranges[suite])
-    if perturbed.physics == base.physics and _same_events(perturbed.events, base.events):
-        raise InputError(
-            f"suite {suite} changes nothing on {task}: its training conditions already draw that perturbation over "
-            "the suite's range, so nominal measures it"
-        )
-    return {**overrides, "events": perturbed.events, "physics": perturbed.physics}
-
-
-def _same_events(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two tasks' events are the same terms with equal parameters (tensors compared by value)."""
-
-    def same(x: Any, y: Any) -> bool:
-        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            return isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and torch.equal(x, y)
-        return x == y
-
-    return list(a) == list(b) and all(
-        a[n].func is b[n].func
-        and a[n].interval_s == b[n].interval_s
-        and a[n].state == b[n].state
-        and list(a[n].params) == list(b[n].params)
-        and all(same(a[n].params[k], b[n].params[k]) for k in a[n].params)
-        for n in a
-    )
-
-
-def check_terrain_suite_envs(task: str, suite: str, num_envs: int) -> None:
-    """A terrain suite judges its hardest row, where the spread puts its first envs: refuse, before any rollout, too
-    few envs for each of the suite's terrain types to have one there."""
-    if suite not in TERRAIN_SUITES:
-        return
-    types = len(TERRAIN_SUITES[suite])
-    if num_envs < types:
-        raise InputError(
-            f"suite {suite} judges {types} terrain types at the hardest row, one env each at least; give --num-envs "
-            f"{types} or more, got {num_envs}"
-        )
+def _env_for(
+    envs: dict[str, FunctionalEnv] | None, what: tuple, config: TaskConfig, sim: str, num_envs: int, device: str
+) -> FunctionalEnv:
+    """The env built for ``what`` (task, suite, start and overrides) on this backend and device, from ``envs`` where
+    it is there (the env is pure: only the policy changes), or a new one, kept there."""
+    key = repr((*what, sim, num_envs, str(device)))
+    if envs is None or key not in envs:
+        env = build_env(config, sim=sim, num_envs=num_envs, device=device)
+        if envs is None:
+            return env
+        envs[key] = env
+    return envs[key]
 
 
 def hardest_row_first(scored: dict[str, Any]) -> dict[str, Any]:
@@ -355,19 +294,6 @@ def hardest_row_first(scored: dict[str, Any]) -> dict[str, Any]:
     return {**head, "judged_envs": hardest["num_envs"], "terrain_rows": rows, "all_rows": overall}
 
 
-def suites_of(task: str) -> list[str]:
-    """Every suite that applies to ``task``: the perturbations its training conditions do not already draw over the
-    same range, and the terrain suites on terrain."""
-    applies = []
-    for suite in SUITES:
-        try:
-            suite_overrides(task, suite, {})
-        except InputError:
-            continue
-        applies.append(suite)
-    return [*applies, *(TERRAIN_SUITES if make_task(task).terrain is not None else ())]
-
-
 def output_path(source: Path | str, out: Path | None, name: str) -> Path:
     """Where eval writes ``name`` for the policy file ``source``: into ``out``, or beside the policy."""
     return (Path(out) if out is not None else Path(source).resolve().parent) / name
@@ -377,10 +303,10 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
     """Evaluate checkpoints of one run in iteration order; the first that meets the thresholds gives the run's
     time to threshold (``train_wall_time_sec`` is saved in every checkpoint). Writes ``eval_series.json``
     (``eval_series_<suite>.json`` under a suite other than nominal)."""
-    suite, knobs = kwargs.get("suite", "nominal"), kwargs.get("knobs")
+    suite, knobs, hardest_row = kwargs.get("suite", "nominal"), kwargs.get("knobs"), kwargs.get("hardest_row", False)
     targets: dict[Path, Path] = {}
     for path in checkpoints:  # one summary per checkpoint: never let a later one overwrite an earlier one
-        target = output_path(path, out, summary_name(path, suite, knobs)).resolve()
+        target = output_path(path, out, summary_name(path, suite, knobs, hardest_row)).resolve()
         if target in targets:
             raise InputError(f"{targets[target]} and {path} would both write {target}: evaluate them separately")
         targets[target] = path
@@ -395,7 +321,7 @@ def evaluate_series(checkpoints: list[Path], out: Path | None = None, **kwargs: 
         if first is None
         else {k: first[k] for k in ("checkpoint", "iteration", "train_wall_time_sec", "unsettled")},
     }
-    target = output_path(checkpoints[0], out, series_name(suite, knobs))
+    target = output_path(checkpoints[0], out, series_name(suite, knobs, hardest_row))
     write_json_atomic(target, series)
     series["summary_path"] = str(target)
     return series
@@ -514,6 +440,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "writes eval_summary_<policy>_<suite>.json (nominal: eval_summary_<policy>.json; a series also "
         f"eval_series[_<suite>].json); {SUITE_HELP}; {TERRAIN_SUITE_HELP}",
     )
+    parser.add_argument(
+        "--hardest-row",
+        action="store_true",
+        help="put every env of a terrain suite on its hardest row, where the verdict is taken, rather than spread "
+        "over the rows: the verdict then rests on all of them, not on a tenth (summaries end in _<suite>_top)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     check_rollout_args(parser.prog, args.num_envs, args.seed)
     if args.episode_s is not None and not 0.0 < args.episode_s < math.inf:
@@ -521,13 +453,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = resolve_sim_device(parser.prog, args.sim, args.device)
     check_output(parser.prog, args.out, "--out")
     common = dict(sim=args.sim, num_envs=args.num_envs, seed=args.seed, device=device, episodes_s=args.episode_s)
+    common["hardest_row"] = args.hardest_row
     try:
         common["knobs"] = task_knob_values(args.knobs)
         suites = list(dict.fromkeys(args.suite))
         if "all" in args.suite:
             first = args.checkpoint[0] if args.checkpoint else None
             suites = suites_of(policy_source(first, args.onnx if first is None else None, args.task).task)
-        planned = planned_outputs(args.checkpoint or [args.onnx], args.out, suites, common["knobs"])
+        if args.hardest_row and not set(suites) & set(TERRAIN_SUITES):
+            terrain = ", ".join(TERRAIN_SUITES)
+            raise InputError(f"--hardest-row places the envs of a terrain suite ({terrain}); none was asked")
+        planned = planned_outputs(args.checkpoint or [args.onnx], args.out, suites, common["knobs"], args.hardest_row)
         claims = OutputClaims(planned, args.force, "--force")
         with claims:
             results = {suite: _evaluate_suite(parser.prog, args, suite, common) for suite in suites}
@@ -537,15 +473,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def planned_outputs(
-    sources: list[Path], out: Path | None, suites: list[str], knobs: Mapping[str, Any] | None = None
+    sources: list[Path],
+    out: Path | None,
+    suites: list[str],
+    knobs: Mapping[str, Any] | None = None,
+    hardest_row: bool = False,
 ) -> list[Path]:
     """Every file an eval of ``sources`` (several: a series) under ``suites`` and ``knobs`` will write, so that all
     of them are taken before the first rollout."""
     targets = []
     for suite in suites:
-        targets += [output_path(source, out, summary_name(source, suite, knobs)) for source in sources]
+        targets += [output_path(source, out, summary_name(source, suite, knobs, hardest_row)) for source in sources]
         if len(sources) > 1:
-            targets.append(output_path(sources[0], out, series_name(suite, knobs)))
+            targets.append(output_path(sources[0], out, series_name(suite, knobs, hardest_row)))
     return targets
 
 

@@ -10,9 +10,9 @@ import pytest
 from unilab.apps import curves
 
 
-def write_series(path: Path, suite: str, errors: list[float]) -> Path:
+def write_series(path: Path, suite: str, errors: list[float], **extra: str) -> Path:
     results = [
-        {"suite": suite, "train_wall_time_sec": 60.0 * (k + 1), "fall_rate": 0.0, "lin_vel_error": err}
+        {"suite": suite, "train_wall_time_sec": 60.0 * (k + 1), "fall_rate": 0.0, "lin_vel_error": err, **extra}
         for k, err in enumerate(errors)
     ]
     thresholds = {"fall_rate": ["<=", 0.05], "lin_vel_error": ["<=", 0.25]}
@@ -24,6 +24,9 @@ def test_series_of_several_suites_make_one_png(tmp_path: Path) -> None:
     nominal = write_series(tmp_path / "eval_series.json", "nominal", [0.3, 0.2, 0.15])
     push = write_series(tmp_path / "eval_series_push.json", "push", [0.35, 0.22, 0.18])
     assert curves.read_series(push)["suite"] == "push"
+    spread = write_series(tmp_path / "eval_series_slope.json", "slope", [0.3], rows="all")
+    top = write_series(tmp_path / "eval_series_slope_top.json", "slope", [0.3], rows="hardest")
+    assert curves.read_series(spread)["suite"] == "slope" and curves.read_series(top)["suite"] == "slope (hardest row)"
     out = curves.main(["--series", str(nominal), str(push), "--out", str(tmp_path / "series.png")])
     assert out.read_bytes().startswith(b"\x89PNG")
 

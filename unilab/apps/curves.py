@@ -170,7 +170,8 @@ def read_series(path: Path) -> dict:
         series = json.loads(Path(path).read_text())
         thresholds = series["thresholds"]
         results = sorted(series["results"], key=lambda result: result["train_wall_time_sec"])
-        suites = [result["suite"] for result in results]
+        # A terrain suite judged with every env on its hardest row is another series than the spread one.
+        suites = [result["suite"] + (" (hardest row)" if result.get("rows") == "hardest" else "") for result in results]
     except FileNotFoundError:
         raise CurvesError(f"eval series not found: {path}") from None
     except (ValueError, KeyError, TypeError):

@@ -1,6 +1,6 @@
 """The stumble penalty: a foot the ground pushes sideways more than five times as hard as vertically counts, read
-from a sensor of each foot's net contact force with the ground, which C MuJoCo and MuJoCo Warp fill alike. The
-Go1's rough walk weighs it when asked (``task.stumble``)."""
+from a sensor of each foot's net contact force with the ground (its geom's, or its body's geoms' together), which C
+MuJoCo and MuJoCo Warp fill alike. Both rough walks weigh it when asked (``task.stumble``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from unilab.apps.compose import compose_config
 from unilab.core import rng as rnglib
 from unilab.envs.config import task_model
 from unilab.mdp import rewards
-from unilab.robots import go1
+from unilab.robots import g1, go1
 from unilab.sim.contact_sensors import add_ground_force_sensors, ground_force_sensor
 from unilab.tasks.go1_walk_flat.config import WALK
 from unilab.tasks.randomization import Randomization
@@ -55,22 +55,23 @@ SCENE = """<mujoco><worldbody>
 </worldbody></mujoco>"""
 
 
+@pytest.mark.parametrize("part", ["foot", "ball"], ids=["a-geom", "a-body"])
 @pytest.mark.parametrize(
     ("where", "sideways"),
     [((0.0, 0.099), False), ((0.152, 0.3), True), ((0.152, 0.099), True)],
     ids=["on-the-floor", "against-the-wall", "in-the-corner"],
 )
 def test_the_force_sensor_reads_the_ground_s_push_in_the_world_frame_on_both_engines(
-    where: tuple[float, float], sideways: bool
+    where: tuple[float, float], sideways: bool, part: str
 ) -> None:
     spec = mujoco.MjSpec.from_string(SCENE)
-    add_ground_force_sensors(spec, ("foot",))
+    add_ground_force_sensors(spec, (part,))
     model = spec.compile()
     data = mujoco.MjData(model)
     data.qpos[0], data.qpos[2] = where
     data.qvel[0] = 1.0  # moving towards the wall at 1 m/s: sliding on the floor, striking the wall
     mujoco.mj_forward(model, data)
-    force = data.sensordata[model.sensor(ground_force_sensor("foot")).adr[0] :][:3].copy()
+    force = data.sensordata[model.sensor(ground_force_sensor(part)).adr[0] :][:3].copy()
     assert np.linalg.norm(force) > 1.0  # the ball presses into what it touches: a force, not a zero
     assert bool(np.linalg.norm(force[:2]) > STUMBLE_RATIO * abs(force[2])) is sideways
     import mujoco_warp as mjw
@@ -82,20 +83,20 @@ def test_the_force_sensor_reads_the_ground_s_push_in_the_world_frame_on_both_eng
 
 
 def test_a_geom_the_scene_lacks_is_refused() -> None:
-    with pytest.raises(ValueError, match="no geom named 'toe' for a ground force sensor"):
+    with pytest.raises(ValueError, match="no geom or body named 'toe' for a ground force sensor"):
         add_ground_force_sensors(mujoco.MjSpec.from_string(SCENE), ("toe",))
 
 
 def test_the_go1_s_stumble_is_a_knob_off_by_default() -> None:
     plain = make_task("go1_walk_rough")
-    assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_geoms == ()
+    assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_parts == ()
     cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.stumble=-1"])
     task = make_task("go1_walk_rough", **cfg.task.knobs)
     term = task.rewards["penalty_feet_stumble"]
     assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
     assert term.params == {"force_sensors": tuple(f"{foot}_ground_force" for foot in FEET), "ratio": 5.0}
     assert list(task.rewards)[-4:] == ["penalty_feet_clearance", "penalty_feet_stumble", "feet_phase", "alive"]
-    assert task.ground_force_geoms == FEET
+    assert task.ground_force_parts == FEET
     names = {task_model(task).sensor(i).name for i in range(task_model(task).nsensor)}
     assert {ground_force_sensor(foot) for foot in FEET} <= names
     with pytest.raises(ValueError, match=r"task.stumble must be in \[-1000, 0\] \(a penalty's weight"):
@@ -120,7 +121,46 @@ def test_a_go1_standing_on_level_ground_does_not_stumble(sim: str) -> None:
 
 def test_a_walk_cannot_weigh_the_stumbles_of_feet_it_has_no_geoms_for() -> None:
     weights = {**WALK.weights, "penalty_feet_stumble": -1.0}
-    with pytest.raises(ValueError, match="penalty_feet_stumble needs the feet's collision geoms"):
+    with pytest.raises(ValueError, match="penalty_feet_stumble needs the feet's collision geoms or bodies"):
         dataclasses.replace(WALK, robot=dataclasses.replace(go1.ROBOT, foot_geoms=()), weights=weights)
     with pytest.raises(ValueError, match="robot go1: 4 feet but foot_geoms has another count"):
         dataclasses.replace(go1.ROBOT, foot_geoms=FEET[:2])
+    with pytest.raises(ValueError, match="robot g1: 2 feet but foot_bodies has another count"):
+        dataclasses.replace(g1.ROBOT, foot_bodies=g1.ROBOT.foot_bodies[:1])
+    with pytest.raises(ValueError, match=r"robot go1: a foot is a geom \(foot_geoms\) or a body \(foot_bodies\)"):
+        dataclasses.replace(go1.ROBOT, foot_bodies=tuple(f"{leg}_calf" for leg in go1.LEGS))
+
+
+def test_the_g1_s_stumble_is_a_knob_off_by_default_and_reads_each_sole_whole() -> None:
+    """The G1's sole is eleven geoms: a sensor of its body sums their contacts, one foot a sensor as on the Go1."""
+    plain = make_task("g1_walk_rough")
+    assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_parts == ()
+    cfg = compose_config(["task=g1_walk_rough", "sim=mujoco", "task.stumble=-1"])
+    task = make_task("g1_walk_rough", **cfg.task.knobs)
+    term = task.rewards["penalty_feet_stumble"]
+    assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
+    soles = ("left_ankle_roll_link", "right_ankle_roll_link")
+    assert task.ground_force_parts == soles
+    assert term.params["force_sensors"] == tuple(ground_force_sensor(sole) for sole in soles)
+    model = task_model(task)
+    for sole in soles:
+        sensor = model.sensor(ground_force_sensor(sole))
+        assert sensor.objtype[0] == mujoco.mjtObj.mjOBJ_BODY and model.body(sensor.objid[0]).name == sole
+
+
+def test_a_g1_standing_on_level_ground_does_not_stumble() -> None:
+    """Row 0 is level: the default pose held for half a second loads both soles from below."""
+    quiet = {"terrain_level": 0, "randomization": Randomization(), "obs_noise": False, "stumble": -1.0}
+    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2, device="cpu", **quiet)
+    state, rng = env.reset(rnglib.make_rng(0)), rnglib.make_rng(1)
+    soles = env.task.ground_force_parts
+    loaded = torch.zeros(2)
+    for _ in range(25):
+        rng = rnglib.advance(rng)
+        state, transition = env.step(state, torch.zeros(2, env.action_dim), rng)
+        assert (transition["reward_terms"]["penalty_feet_stumble"] == 0).all()
+        feet = torch.stack(
+            [state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(s)]] for s in soles]
+        )
+        loaded = torch.maximum(loaded, feet[..., 2].abs().amin(0))
+    assert (loaded > 1.0).all()  # both soles bore weight at some step: the sensors read the ground

@@ -359,12 +359,22 @@ def _envs_apart(a: tuple[TensorDict, TensorDict], b: tuple[TensorDict, TensorDic
         ("g1_walk_flat", {}),
         ("g1_walk_rough", {}),
         ("g1_walk_rough", {"layout": "solid"}),
+        ("g1_walk_rough", {"stumble": -1.0}),
         ("go1_walk_rough", {}),
         ("go1_walk_rough", {"falls": "knees"}),
         ("go1_walk_rough", {"stumble": -1.0}),
         ("g1_motion_tracking", {}),
     ],
-    ids=["flat", "rough", "rough-solid", "go1-rough", "go1-rough-knees", "go1-rough-stumble", "tracking"],
+    ids=[
+        "flat",
+        "rough",
+        "rough-solid",
+        "rough-stumble",
+        "go1-rough",
+        "go1-rough-knees",
+        "go1-rough-stumble",
+        "tracking",
+    ],
 )
 def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     """Captured and eager steps agree from the same states (the pure core makes that possible).
@@ -376,7 +386,8 @@ def test_captured_runner_matches_eager_on_cuda(task: str, knobs: dict) -> None:
     (boxes and a convex mesh) take other collision kernels than the height fields do: they are captured too; the
     Go1's rough walk reads the height map in more of its terms (the ground's plane, the feet's clearance; with
     ``falls=knees`` the knees' clearance) and, by default, a contact sensor's count, which MuJoCo Warp fills from the
-    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too. The
+    collision stage's matches; with ``stumble`` each foot's net ground force, reduced from those matches too (on the
+    G1 a sensor of each sole's body, eleven geoms). The
     tracking task reads its reference clip in its terms, on the plane."""
     env = make_functional_env(task, sim="mjwarp", num_envs=64, device="cuda", **knobs)
     seeded = torch.Generator("cuda").manual_seed(0)

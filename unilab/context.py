@@ -70,8 +70,9 @@ class RobotConfig:
     centre-of-mass randomisation. ``foot_sites`` name the feet and ``foot_pos_sensors`` their world positions, in
     the same order; ``foot_quat_sensors`` their orientations where the feet are flat enough to have one, and
     ``foot_linvel_sensors`` their world-frame linear velocities (``framelinvel``) where a walk weighs how fast a foot
-    moves at what height; ``foot_geoms`` their collision geoms where a foot is one, for a walk that weighs how the
-    ground pushes a foot.
+    moves at what height; ``foot_geoms`` their collision geoms where a foot is one, or ``foot_bodies`` their bodies
+    where a foot is several geoms (a sole of capsules and spheres), for a walk that weighs how the ground pushes a
+    foot (``foot_force_parts``).
     ``gyro_sensor``, ``upvector_sensor`` and ``linvel_sensor`` name the trunk's angular velocity, z axis in world and
     body-frame linear velocity. ``mirror_joint_index``/``mirror_joint_sign`` mirror a joint vector left-right
     (``mirrored[i] = x[index[i]] * sign[i]``) and ``mirror_foot_index`` the feet.
@@ -98,6 +99,7 @@ class RobotConfig:
     foot_quat_sensors: tuple[str, ...] = ()
     foot_linvel_sensors: tuple[str, ...] = ()
     foot_geoms: tuple[str, ...] = ()
+    foot_bodies: tuple[str, ...] = ()
     payload_body: str | None = None
 
     def __post_init__(self) -> None:
@@ -120,8 +122,12 @@ class RobotConfig:
             per_foot["foot_quat_sensors"] = self.foot_quat_sensors
         if self.foot_linvel_sensors:
             per_foot["foot_linvel_sensors"] = self.foot_linvel_sensors
+        if self.foot_geoms and self.foot_bodies:
+            raise ValueError(f"robot {self.name}: a foot is a geom (foot_geoms) or a body (foot_bodies), not both")
         if self.foot_geoms:
             per_foot["foot_geoms"] = self.foot_geoms
+        if self.foot_bodies:
+            per_foot["foot_bodies"] = self.foot_bodies
         for field_name, values in per_foot.items():
             if len(values) != len(self.foot_sites):
                 raise ValueError(f"robot {self.name}: {len(self.foot_sites)} feet but {field_name} has another count")
@@ -129,6 +135,11 @@ class RobotConfig:
             range(len(self.foot_sites))
         ):
             raise ValueError(f"robot {self.name}: a mirror index is not a permutation")
+
+    @property
+    def foot_force_parts(self) -> tuple[str, ...]:
+        """What each foot's ground force sensor reads the contacts of: its geom, or its body's geoms together."""
+        return self.foot_geoms or self.foot_bodies
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ class TaskConfig:
     obs_noise: bool = True
     terrain: TerrainConfig | None = None
     ground_contact_bodies: tuple[str, ...] = ()  # each gets a sensor of its contacts with the ground (terms read it)
-    ground_force_geoms: tuple[str, ...] = ()  # each gets a sensor of its net contact force with the ground
+    ground_force_parts: tuple[str, ...] = ()  # each geom or body gets a sensor of its net contact force with the ground
     record_terminations: bool = False
 
     def __post_init__(self) -> None:
@@ -124,7 +124,7 @@ def task_model(task: TaskConfig) -> mujoco.MjModel:
     check_scene_size(task.scene)
     stat = Path(task.scene).resolve().stat()  # an edited scene is compiled again
     physics = dataclasses.replace(task.physics, per_world=())  # which parameters vary per world: not the model's
-    sensed = (task.ground_contact_bodies, task.ground_force_geoms)
+    sensed = (task.ground_contact_bodies, task.ground_force_parts)
     model = _compiled(Path(task.scene), stat.st_mtime_ns, stat.st_size, physics, task.terrain, task.robot, *sensed)
     return copy.copy(model)
 
@@ -138,15 +138,15 @@ def _compiled(
     terrain: TerrainConfig | None,
     robot: RobotConfig,
     ground_contact_bodies: tuple[str, ...],
-    ground_force_geoms: tuple[str, ...],
+    ground_force_parts: tuple[str, ...],
 ) -> mujoco.MjModel:
     """``task_model``'s model, kept per input; callers get copies, so nothing writes into it."""
-    if terrain is None and not ground_contact_bodies and not ground_force_geoms:
+    if terrain is None and not ground_contact_bodies and not ground_force_parts:
         model = load_model(scene, physics)
     else:
         spec = mujoco.MjSpec.from_file(str(scene)) if terrain is None else terrain_spec(scene, generate(terrain))
         add_ground_contact_sensors(spec, ground_contact_bodies)
-        add_ground_force_sensors(spec, ground_force_geoms)
+        add_ground_force_sensors(spec, ground_force_parts)
         model = spec.compile()
         physics.apply(model)
     check_model(model, robot, scene)

@@ -56,16 +56,21 @@ def add_ground_contact_sensors(spec: mujoco.MjSpec, bodies: tuple[str, ...]) -> 
         _add_ground_sensor(spec, ground_contact_sensor(body), mujoco.mjtObj.mjOBJ_BODY, body, _FOUND, 0)
 
 
-def ground_force_sensor(geom: str) -> str:
-    """The name of the sensor that reads the net force between ``geom`` and the ground."""
-    return f"{geom}_ground_force"
+def ground_force_sensor(part: str) -> str:
+    """The name of the sensor that reads the net force between ``part`` (a geom or a body) and the ground."""
+    return f"{part}_ground_force"
 
 
-def add_ground_force_sensors(spec: mujoco.MjSpec, geoms: tuple[str, ...]) -> None:
-    """A sensor per geom of ``geoms``: the net force of its contacts with the world body's geoms, in the world frame
-    (3 values; zero without a contact). Both engines reduce the matches the same way, so a term can tell a foot
-    loaded from below (a tread) from one pushed sideways (a riser)."""
-    for geom in geoms:
-        if spec.geom(geom) is None:
-            raise ValueError(f"no geom named {geom!r} for a ground force sensor")
-        _add_ground_sensor(spec, ground_force_sensor(geom), mujoco.mjtObj.mjOBJ_GEOM, geom, _FORCE, _NETFORCE)
+def add_ground_force_sensors(spec: mujoco.MjSpec, parts: tuple[str, ...]) -> None:
+    """A sensor per geom or body of ``parts`` (a geom where the name is both): the net force of its contacts (a
+    body's: all its geoms') with the world body's geoms, in the world frame (3 values; zero without a contact). Both
+    engines reduce the matches the same way, so a term can tell a foot loaded from below (a tread) from one pushed
+    sideways (a riser)."""
+    for part in parts:
+        if spec.geom(part) is not None:
+            kind = mujoco.mjtObj.mjOBJ_GEOM
+        elif spec.body(part) is not None:
+            kind = mujoco.mjtObj.mjOBJ_BODY
+        else:
+            raise ValueError(f"no geom or body named {part!r} for a ground force sensor")
+        _add_ground_sensor(spec, ground_force_sensor(part), kind, part, _FORCE, _NETFORCE)

@@ -108,8 +108,8 @@ class WalkSpec:
             raise ValueError(f"walk {self.name}: penalty_feet_ori needs foot orientation sensors")
         if "penalty_feet_clearance" in self.weights and not self.robot.foot_linvel_sensors:
             raise ValueError(f"walk {self.name}: penalty_feet_clearance needs foot velocity sensors")
-        if "penalty_feet_stumble" in self.weights and not self.robot.foot_geoms:
-            raise ValueError(f"walk {self.name}: penalty_feet_stumble needs the feet's collision geoms")
+        if "penalty_feet_stumble" in self.weights and not self.robot.foot_force_parts:
+            raise ValueError(f"walk {self.name}: penalty_feet_stumble needs the feet's collision geoms or bodies")
 
 
 def joint_mirror(robot: RobotConfig) -> Mirror:
@@ -152,7 +152,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         **heights,
     }
     lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
-    stumble = {"force_sensors": tuple(ground_force_sensor(geom) for geom in robot.foot_geoms), "ratio": STUMBLE_RATIO}
+    stumble = {"force_sensors": tuple(map(ground_force_sensor, robot.foot_force_parts)), "ratio": STUMBLE_RATIO}
     terms = {
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
         "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro, "sigma": 0.25}, False),
@@ -277,7 +277,7 @@ def make_walk(
         penalty_scale_key=("task", "penalty_scale"),
         terrain=None if rough is None else rough.terrain,
         ground_contact_bodies=() if rough is None else rough.ground_contact_ends,
-        ground_force_geoms=robot.foot_geoms if "penalty_feet_stumble" in spec.weights else (),
+        ground_force_parts=robot.foot_force_parts if "penalty_feet_stumble" in spec.weights else (),
     )
     return task if randomization is None else randomize(task, randomization)
 

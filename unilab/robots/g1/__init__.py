@@ -188,6 +188,7 @@ ROBOT = RobotConfig(
     foot_pos_sensors=("left_foot_pos", "right_foot_pos"),
     foot_quat_sensors=("left_foot_quat", "right_foot_quat"),
     foot_linvel_sensors=("left_foot_linvel", "right_foot_linvel"),
+    foot_bodies=("left_ankle_roll_link", "right_ankle_roll_link"),  # each sole: seven capsules and four spheres
     gyro_sensor="torso_gyro",
     upvector_sensor="torso_upvector",
     linvel_sensor="pelvis_local_linvel",

@@ -14,6 +14,7 @@ from unilab.envs.config import (
     FootReach,
     NoiseScale,
     PairSearch,
+    PenaltyWeight,
     SolverIterations,
     TaskConfig,
     TerrainColumns,
@@ -62,13 +63,17 @@ def make_task(
     foot_reach: FootReach = ROUGH.foot_reach,
     solver_iterations: SolverIterations = None,
     ls_iterations: SolverIterations = None,
+    stumble: PenaltyWeight = 0.0,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
     ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are); ``solver_iterations``
-    and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's)."""
+    and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's); ``stumble``, unless 0, weights a
+    penalty on each foot the ground pushes sideways (``unilab.tasks.walking.STUMBLE_RATIO``): a sole that struck a
+    riser (the G1's falls in the pit come mostly under backward commands, climbing out heel first)."""
     geoms = (hfield_geoms, box_geoms)
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
-    physics = WALK.physics.with_solver(solver_iterations, ls_iterations)
-    return make_walk(WALK, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", physics=physics)
+    walk = dataclasses.replace(WALK, weights={**WALK.weights, "penalty_feet_stumble": stumble}) if stumble else WALK
+    physics = walk.physics.with_solver(solver_iterations, ls_iterations)
+    return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", physics=physics)

@@ -26,6 +26,7 @@ from unilab.tasks.registry import make_functional_env, make_task
 from unilab.tasks.walking import STUMBLE_RATIO
 
 FEET = go1.ROBOT.foot_geoms
+SOLES = g1.ROBOT.foot_bodies
 
 
 def _stumbles(*forces: list[float]) -> float:
@@ -87,34 +88,49 @@ def test_a_geom_the_scene_lacks_is_refused() -> None:
         add_ground_force_sensors(mujoco.MjSpec.from_string(SCENE), ("toe",))
 
 
-def test_the_go1_s_stumble_is_a_knob_off_by_default() -> None:
-    plain = make_task("go1_walk_rough")
+@pytest.mark.parametrize(
+    ("task", "parts", "kind"),
+    [("go1_walk_rough", FEET, mujoco.mjtObj.mjOBJ_GEOM), ("g1_walk_rough", SOLES, mujoco.mjtObj.mjOBJ_BODY)],
+    ids=["go1", "g1"],
+)
+def test_the_stumble_is_a_knob_off_by_default(task: str, parts: tuple[str, ...], kind: mujoco.mjtObj) -> None:
+    """A Go1's foot is one geom, a G1's sole eleven: a sensor of the sole's body sums their contacts."""
+    plain = make_task(task)
     assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_parts == ()
-    cfg = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.stumble=-1"])
-    task = make_task("go1_walk_rough", **cfg.task.knobs)
-    term = task.rewards["penalty_feet_stumble"]
+    cfg = compose_config([f"task={task}", "sim=mujoco", "task.stumble=-1"])
+    asked = make_task(task, **cfg.task.knobs)
+    term = asked.rewards["penalty_feet_stumble"]
     assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
-    assert term.params == {"force_sensors": tuple(f"{foot}_ground_force" for foot in FEET), "ratio": 5.0}
-    assert list(task.rewards)[-4:] == ["penalty_feet_clearance", "penalty_feet_stumble", "feet_phase", "alive"]
-    assert task.ground_force_parts == FEET
-    names = {task_model(task).sensor(i).name for i in range(task_model(task).nsensor)}
-    assert {ground_force_sensor(foot) for foot in FEET} <= names
+    assert term.params == {"force_sensors": tuple(ground_force_sensor(part) for part in parts), "ratio": 5.0}
+    assert list(asked.rewards)[-4:] == ["penalty_feet_clearance", "penalty_feet_stumble", "feet_phase", "alive"]
+    assert asked.ground_force_parts == parts
+    model = task_model(asked)
+    for part in parts:
+        sensor = model.sensor(ground_force_sensor(part))
+        assert sensor.objtype[0] == kind and mujoco.mj_id2name(model, kind, sensor.objid[0]) == part
     with pytest.raises(ValueError, match=r"task.stumble must be in \[-1000, 0\] \(a penalty's weight"):
-        compose_config(["task=go1_walk_rough", "sim=mujoco", "task.stumble=1"])
+        compose_config([f"task={task}", "sim=mujoco", "task.stumble=1"])
 
 
-@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
-def test_a_go1_standing_on_level_ground_does_not_stumble(sim: str) -> None:
-    """Row 0 is level: the default pose held for half a second loads every foot from below, on either engine."""
+@pytest.mark.parametrize(
+    ("task", "sim"), [("go1_walk_rough", "mujoco"), ("go1_walk_rough", "mjwarp"), ("g1_walk_rough", "mujoco")]
+)
+def test_a_robot_standing_on_level_ground_does_not_stumble(task: str, sim: str) -> None:
+    """Row 0 is level: the default pose held for half a second loads every foot from below."""
     quiet = {"terrain_level": 0, "randomization": Randomization(), "obs_noise": False, "stumble": -1.0}
-    env = make_functional_env("go1_walk_rough", sim=sim, num_envs=2, device="cpu", **quiet)
+    env = make_functional_env(task, sim=sim, num_envs=2, device="cpu", **quiet)
     state, rng = env.reset(rnglib.make_rng(0)), rnglib.make_rng(1)
     loaded = torch.zeros(2)
     for _ in range(25):
         rng = rnglib.advance(rng)
         state, transition = env.step(state, torch.zeros(2, env.action_dim), rng)
         assert (transition["reward_terms"]["penalty_feet_stumble"] == 0).all()
-        feet = torch.stack([state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(f)]] for f in FEET])
+        feet = torch.stack(
+            [
+                state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(part)]]
+                for part in env.task.ground_force_parts
+            ]
+        )
         loaded = torch.maximum(loaded, feet[..., 2].abs().amin(0))
     assert (loaded > 1.0).all()  # every foot bore weight at some step: the sensors read the ground
 
@@ -129,38 +145,3 @@ def test_a_walk_cannot_weigh_the_stumbles_of_feet_it_has_no_geoms_for() -> None:
         dataclasses.replace(g1.ROBOT, foot_bodies=g1.ROBOT.foot_bodies[:1])
     with pytest.raises(ValueError, match=r"robot go1: a foot is a geom \(foot_geoms\) or a body \(foot_bodies\)"):
         dataclasses.replace(go1.ROBOT, foot_bodies=tuple(f"{leg}_calf" for leg in go1.LEGS))
-
-
-def test_the_g1_s_stumble_is_a_knob_off_by_default_and_reads_each_sole_whole() -> None:
-    """The G1's sole is eleven geoms: a sensor of its body sums their contacts, one foot a sensor as on the Go1."""
-    plain = make_task("g1_walk_rough")
-    assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_parts == ()
-    cfg = compose_config(["task=g1_walk_rough", "sim=mujoco", "task.stumble=-1"])
-    task = make_task("g1_walk_rough", **cfg.task.knobs)
-    term = task.rewards["penalty_feet_stumble"]
-    assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
-    soles = ("left_ankle_roll_link", "right_ankle_roll_link")
-    assert task.ground_force_parts == soles
-    assert term.params["force_sensors"] == tuple(ground_force_sensor(sole) for sole in soles)
-    model = task_model(task)
-    for sole in soles:
-        sensor = model.sensor(ground_force_sensor(sole))
-        assert sensor.objtype[0] == mujoco.mjtObj.mjOBJ_BODY and model.body(sensor.objid[0]).name == sole
-
-
-def test_a_g1_standing_on_level_ground_does_not_stumble() -> None:
-    """Row 0 is level: the default pose held for half a second loads both soles from below."""
-    quiet = {"terrain_level": 0, "randomization": Randomization(), "obs_noise": False, "stumble": -1.0}
-    env = make_functional_env("g1_walk_rough", sim="mujoco", num_envs=2, device="cpu", **quiet)
-    state, rng = env.reset(rnglib.make_rng(0)), rnglib.make_rng(1)
-    soles = env.task.ground_force_parts
-    loaded = torch.zeros(2)
-    for _ in range(25):
-        rng = rnglib.advance(rng)
-        state, transition = env.step(state, torch.zeros(2, env.action_dim), rng)
-        assert (transition["reward_terms"]["penalty_feet_stumble"] == 0).all()
-        feet = torch.stack(
-            [state["sim", "sensordata"][:, env.ctx.sensor_slices[ground_force_sensor(s)]] for s in soles]
-        )
-        loaded = torch.maximum(loaded, feet[..., 2].abs().amin(0))
-    assert (loaded > 1.0).all()  # both soles bore weight at some step: the sensors read the ground

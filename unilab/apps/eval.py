@@ -275,12 +275,12 @@ def _env_for(
     """The env built for ``what`` (task, suite, start and overrides) on this backend and device, from ``envs`` where
     it is there (the env is pure: only the policy changes), or a new one, kept there."""
     key = repr((*what, sim, num_envs, str(device)))
-    if envs is None or key not in envs:
-        env = build_env(config, sim=sim, num_envs=num_envs, device=device)
-        if envs is None:
-            return env
+    if envs is not None and key in envs:
+        return envs[key]
+    env = build_env(config, sim=sim, num_envs=num_envs, device=device)
+    if envs is not None:
         envs[key] = env
-    return envs[key]
+    return env
 
 
 def hardest_row_first(scored: dict[str, Any]) -> dict[str, Any]:

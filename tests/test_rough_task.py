@@ -33,6 +33,7 @@ from unilab.core.proportions import rate_interval
 from unilab.mdp import curricula, events, rewards, terminations
 from unilab.mdp.terrain import footprint, height_scan, scan_mirror_index, scan_pattern
 from unilab.robots import g1, go1
+from unilab.run.config import task_overrides
 from unilab.tasks import walking_metrics
 from unilab.tasks.g1_walk_flat.config import WALK as G1_WALK
 from unilab.tasks.g1_walk_rough.config import TERRAIN
@@ -419,7 +420,7 @@ def _algo_differences(rough: str, flat: str) -> tuple[dict[str, Any], dict[str, 
     return {key: rough_algo[key] for key in differ}, {key: flat_algo[key] for key in differ}
 
 
-def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_and_its_own_physics() -> None:
+def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_its_own_physics_and_stumbles() -> None:
     rough, flat = _algo_differences("g1_walk_rough", "g1_walk_flat")
     assert (rough, flat) == (
         {"updates_per_step": 6, "max_iterations": 24000},
@@ -428,6 +429,10 @@ def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_a
     knobs = compose_config(["algo=sac", "task=g1_walk_rough", "sim=mjwarp"]).task.knobs
     physics = {knob: knobs[knob] for knob in ("solver_iterations", "ls_iterations", "nconmax", "njmax")}
     assert physics == {"solver_iterations": 10, "ls_iterations": 20, "nconmax": 64, "njmax": 400}
+    tuned = make_task(
+        "g1_walk_rough", **task_overrides(compose_config(["algo=sac", "task=g1_walk_rough", "sim=mjwarp"]))
+    )
+    assert tuned.rewards["penalty_feet_stumble"].weight == -1.0 and knobs["stumble"] == -1.0
     model = mujoco.MjModel.from_xml_path(str(g1.SCENE))
     names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, geom) or "" for geom in range(model.ngeom)]
     robot = [name for name in names if name.endswith("_collision")]
@@ -436,7 +441,13 @@ def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_a
     assert {"left_foot2_collision", "left_foot_sphere1_collision", "right_hand_collision"} <= set(on_boxes)
     assert not {"left_foot3_collision", "left_hip_collision", "right_shoulder_yaw_collision"} & set(on_boxes)
     ppo = compose_config(["algo=ppo", "task=g1_walk_rough", "sim=mjwarp"]).task.knobs
-    assert (ppo["solver_iterations"], ppo["nconmax"], ppo["njmax"], ppo["box_geoms"]) == (None, 160, 900, None)
+    assert (ppo["solver_iterations"], ppo["nconmax"], ppo["njmax"], ppo["box_geoms"], ppo["stumble"]) == (
+        None,
+        160,
+        900,
+        None,
+        0.0,
+    )
 
 
 def test_the_go1_s_rough_walk_trains_sac_longer_than_its_flat_walk_and_otherwise_alike() -> None:

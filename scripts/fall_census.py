@@ -1,5 +1,6 @@
 """``python scripts/fall_census.py --checkpoint model.pt --suite stairs_down [--without touchdown]``: what a policy's
-robots touch the terrain with, and whether a fall rule agrees with it.
+robots touch the terrain with, and whether a fall rule agrees with it. ``--onnx policy.onnx`` (``train``'s or ``unilab
+deploy export``'s, a few hundred kilobytes where a checkpoint is tens of megabytes) stands in for the checkpoint.
 
 A termination that stands in for a fall (a knee near the ground, say) is judged by what it ends: robots that are down,
 or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU, with
@@ -255,7 +256,9 @@ def fall_terms(terminations: Mapping[str, TerminationTerm]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> Census:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", type=Path, required=True)
+    policy_file = parser.add_mutually_exclusive_group(required=True)
+    policy_file.add_argument("--checkpoint", type=Path)
+    policy_file.add_argument("--onnx", type=Path, help="an exported policy, with the task and knobs it trained on")
     parser.add_argument("--suite", required=True, help="a terrain suite (stairs_up, stairs_down, slope, rough)")
     parser.add_argument("--row", type=int, default=None, help="the terrain row (default: the hardest)")
     parser.add_argument(
@@ -268,7 +271,7 @@ def main(argv: list[str] | None = None) -> Census:
     parser.add_argument("--down", nargs="*", default=[], help="bodies whose touching is a fall (default: the base)")
     args = parser.parse_args(argv)
     try:
-        source = policy_source(args.checkpoint, None, None)
+        source = policy_source(args.checkpoint, args.onnx, None)
         overrides = suite_overrides(source.task, args.suite, source.overrides)
         base = task_of(source.task, overrides)
     except (InputError, CheckpointError, ValueError) as exc:
@@ -290,7 +293,10 @@ def main(argv: list[str] | None = None) -> Census:
     if unknown:
         parser.error(f"{source.task}'s robot has no body {unknown[0]!r}")
     result = census(env, policy, judged, args.feet, args.steps, args.seed, ground, tuple(args.down))
-    print(f"{args.checkpoint.name}, {args.suite} row {overrides['terrain_level']}: " + "\n".join(result.lines()))
+    print(
+        f"{(args.checkpoint or args.onnx).name}, {args.suite} row {overrides['terrain_level']}: "
+        + "\n".join(result.lines())
+    )
     return result
 
 

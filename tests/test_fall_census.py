@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from scripts.fall_census import RISER_LOOKBACK, Census, census, fall_terms, main, touching
+from tests.deploy_policies import export_tiny
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
 from unilab.tasks.registry import build_env, make_task
@@ -160,3 +161,20 @@ def test_a_missing_checkpoint_is_one_line(tmp_path, capsys) -> None:
         main(["--checkpoint", str(tmp_path / "none.pt"), "--suite", "stairs_down"])
     err = capsys.readouterr().err.splitlines()
     assert err[-1].endswith(f"error: checkpoint not found: {tmp_path / 'none.pt'}")
+
+
+def test_an_exported_policy_is_judged_as_its_checkpoint_would_be(tmp_path, capsys) -> None:
+    """A policy file stands in for the checkpoint (a GPU run's checkpoint is too large to fetch; its export is not)."""
+    path = tmp_path / "policy.onnx"
+    export_tiny("go1_walk_rough", path)
+    result = main(["--onnx", str(path), "--suite", "stairs_down", "--num-envs", "2", "--steps", "3"])
+    assert list(result.terms) == ["ground_contact"] and result.terms["ground_contact"].shape == (2,)
+    assert capsys.readouterr().out.startswith("policy.onnx, stairs_down row 9: 2 envs, 3 steps")
+
+
+def test_one_policy_file_is_given(tmp_path, capsys) -> None:
+    for argv in ([], ["--checkpoint", "a.pt", "--onnx", "a.onnx"]):
+        with pytest.raises(SystemExit):
+            main([*argv, "--suite", "stairs_down"])
+        err = capsys.readouterr().err.splitlines()
+        assert "error:" in err[-1] and "--checkpoint" in err[-1] and "--onnx" in err[-1]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 import torch
 
+from unilab.apps import eval as eval_app
 from unilab.apps.eval import breakdown_lines, breakdown_table, rollout, score
 from unilab.core.rng import make_rng
 from unilab.envs.functional import FunctionalEnv
@@ -112,3 +114,21 @@ def test_the_breakdown_is_printed_per_row_and_for_the_judged_figures() -> None:
         "  falls ended by: tilt 1, fall 0",
     ]
     assert breakdown_table({"row_0": {"num_envs": 0}}) == [] and breakdown_lines({"fall_rate": 0.0}) == []
+
+
+@pytest.mark.parametrize("every", [7, 50])
+def test_a_rollout_read_every_few_steps_ends_where_one_read_every_step_does(monkeypatch, every: int) -> None:
+    """The host reads whether every first episode has ended only every few steps; the rows stepped past the end are
+    dropped, so the rollout is the one a read at every step gives."""
+    env = _walk(tilt_limit_deg=179.0)
+    monkeypatch.setattr(eval_app, "ENDED_CHECK_STEPS", 1)
+    each = rollout(env, _crouch(env), seed=0)
+    monkeypatch.setattr(eval_app, "ENDED_CHECK_STEPS", every)
+    few = rollout(env, _crouch(env), seed=0)
+    assert each["active"].shape[0] < env.ctx.max_episode_steps and not each["active"][-1].any()
+    assert each["active"].shape[0] % every != 0  # the last fall came between two reads
+    for key in ("active", "failed", "length"):
+        assert torch.equal(each[key], few[key]), key
+    assert each["readings"].keys() == few["readings"].keys() and each["nonfinite_actions"] == few["nonfinite_actions"]
+    assert all(torch.equal(each["readings"][k], few["readings"][k]) for k in each["readings"])
+    assert all(torch.equal(each["ended_by"][k], few["ended_by"][k]) for k in each["ended_by"])

@@ -91,6 +91,11 @@ def series_name(suite: str = "nominal", knobs: Mapping[str, Any] | None = None, 
 # -- rollout ----------------------------------------------------------------------------------------------
 
 
+# Whether every env's first episode has ended is read from the device every this many steps, not every step: each
+# read waits for the GPU to finish the step, and between reads the host queues the next steps while the GPU runs.
+ENDED_CHECK_STEPS = 50
+
+
 @torch.no_grad()
 def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dict[str, Any]:
     """One first episode per env; returns stacked readings, the active mask and each env's ending.
@@ -114,7 +119,8 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
     length = torch.full((n,), env.ctx.max_episode_steps, dtype=torch.int64, device=dev)
     steps: list[dict[str, torch.Tensor]] = []
     actives: list[torch.Tensor] = []
-    for _ in bar(range(env.ctx.max_episode_steps), "rolling out", "step"):
+    nonfinite: list[torch.Tensor] = []
+    for step in bar(range(env.ctx.max_episode_steps), "rolling out", "step"):
         transition = runner.step()
         done = transition["next", "done"]
         ending = running & done
@@ -125,16 +131,20 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         length = torch.where(ending, transition["episode_length"], length)
         actives.append(running & ~done)
         steps.append(read(env, runner.state))
+        nonfinite.append(runner.state["task", "nonfinite_actions"].clone())
         running = running & ~done
-        if not running.any():
+        if (step + 1) % ENDED_CHECK_STEPS == 0 and not running.any():
             break
-    readings = {k: torch.stack([s[k] for s in steps]) for k in steps[0]} if steps else {}
+    # The rows up to the step that ended the last first episode, as if the loop had checked at every step.
+    ended = (~torch.stack(actives).any(dim=1)).nonzero()
+    rows = int(ended[0, 0]) + 1 if len(ended) else len(actives)
+    readings = {k: torch.stack([s[k] for s in steps[:rows]]) for k in steps[0]} if steps else {}
     return {
         # env-step rows whose action was NaN or inf: the env stepped zeros in their place, so the figures alone
         # would score such a policy as if it had acted
-        "nonfinite_actions": int(runner.state["task", "nonfinite_actions"]),
+        "nonfinite_actions": int(nonfinite[rows - 1]),
         "readings": readings,
-        "active": torch.stack(actives),
+        "active": torch.stack(actives[:rows]),
         "failed": failed,
         "length": length,
         "groups": groups,
@@ -220,7 +230,7 @@ def evaluate(
         # A checkpoint's actor replays inside the env step's CUDA graph; onnxruntime runs on the host, step by step.
         capture = ckpt is not None and env.device.type == "cuda" and env.sim.capabilities.graph_capturable
         built = time.perf_counter()
-        data = rollout(env, policy, seed, capture=capture)  # reads ``running`` every step: the device is done here
+        data = rollout(env, policy, seed, capture=capture)  # its last rows read on the host: the device is done here
         rolled = time.perf_counter()
         scored = score(env, data)
         scored_at = time.perf_counter()

@@ -1,6 +1,7 @@
 """``python scripts/fall_census.py --checkpoint model.pt --suite stairs_down [--without touchdown]``: what a policy's
 robots touch the terrain with, and whether a fall rule agrees with it. ``--onnx policy.onnx`` (``train``'s or ``unilab
-deploy export``'s, a few hundred kilobytes where a checkpoint is tens of megabytes) stands in for the checkpoint.
+deploy export``'s: the actor alone, where a checkpoint carries the critics and the optimisers too) stands in for the
+checkpoint.
 
 A termination that stands in for a fall (a knee near the ground, say) is judged by what it ends: robots that are down,
 or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU, with

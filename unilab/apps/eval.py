@@ -136,7 +136,8 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         if (step + 1) % ENDED_CHECK_STEPS == 0 and not running.any():
             break
     # The rows up to the step that ended the last first episode, as if the loop had checked at every step.
-    ended = (~torch.stack(actives).any(dim=1)).nonzero()
+    active = torch.stack(actives)
+    ended = (~active.any(dim=1)).nonzero()
     rows = int(ended[0, 0]) + 1 if len(ended) else len(actives)
     readings = {k: torch.stack([s[k] for s in steps[:rows]]) for k in steps[0]} if steps else {}
     return {
@@ -144,7 +145,7 @@ def rollout(env: FunctionalEnv, policy, seed: int, capture: bool = False) -> dic
         # would score such a policy as if it had acted
         "nonfinite_actions": int(nonfinite[rows - 1]),
         "readings": readings,
-        "active": torch.stack(actives[:rows]),
+        "active": active[:rows],
         "failed": failed,
         "length": length,
         "groups": groups,

@@ -1,7 +1,9 @@
 """``python scripts/fall_census.py --checkpoint model.pt --suite stairs_down [--without touchdown]``: what a policy's
 robots touch the terrain with, and whether a fall rule agrees with it. ``--onnx policy.onnx`` (``train``'s or ``unilab
 deploy export``'s: the actor alone, where a checkpoint carries the critics and the optimisers too) stands in for the
-checkpoint.
+checkpoint. ``--stumble-ratios 2 5`` also reads each foot's net ground force and says, for each ratio, how many of the
+steps where a foot struck a riser the stumble penalty (``task.stumble``) would count at that ratio, and how many of
+the other steps with a foot down.
 
 A termination that stands in for a fall (a knee near the ground, say) is judged by what it ends: robots that are down,
 or robots that would have walked on. This rolls a checkpoint at one row of a terrain suite on C MuJoCo, on the CPU, with
@@ -37,6 +39,7 @@ from unilab.envs.runner import EnvRunner
 from unilab.managers.terms import TerminationTerm
 from unilab.mdp.terrain import ground_normal
 from unilab.run.checkpoint import CheckpointError
+from unilab.sim.contact_sensors import ground_force_sensor
 from unilab.tasks.registry import build_env
 from unilab.terrain import generate
 from unilab.terrain.heightmap import HeightMap
@@ -92,6 +95,10 @@ class Census:
     ended: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # step (-1: ran on)
     terminated: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))  # by a kept term
     risers: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.bool))  # (envs, steps)
+    # (envs, steps): the largest ratio of sideways to vertical ground force among the feet on the ground (NaN: none
+    # down, or not read); the stumble penalty counts a foot above its ratio
+    foot_ratio: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0))
+    stumble_ratios: tuple[float, ...] = ()
     sloped_steps: int = 0  # env steps on ground sloping SLOPED degrees or more, and the sums of both angles there
     slope_sum: float = 0.0
     tilt_sum: float = 0.0
@@ -114,6 +121,7 @@ class Census:
             )
         if self.risers.numel():
             out.append(self.riser_line())
+        out.extend(self.stumble_lines())
         for name, first in sorted(self.bodies.items(), key=lambda item: -int((item[1] >= 0).sum())):
             touched = int((first >= 0).sum())
             if touched:
@@ -132,8 +140,7 @@ class Census:
         end that came that soon after one: falls a strike precedes more often than that may be trips."""
         falls = self.first_down()
         recent = self.after_riser()
-        last = torch.where(falls >= 0, falls, torch.where(self.ended >= 0, self.ended, self.steps - 1))
-        lived = torch.arange(self.steps) <= last[:, None]
+        lived = self.lived()
         fell = falls >= 0
         tripped = int(recent[fell, falls[fell]].sum())
         return (
@@ -142,6 +149,30 @@ class Census:
             f"{RISER_LOOKBACK} steps after one, as did {100 * float(recent[lived].float().mean()):.0f} % of the steps "
             "before a fall or the episode's end"
         )
+
+    def lived(self) -> torch.Tensor:
+        """(envs, steps): the steps up to each env's fall (a body of ``down`` on the ground) or its episode's end."""
+        falls = self.first_down()
+        last = torch.where(falls >= 0, falls, torch.where(self.ended >= 0, self.ended, self.steps - 1))
+        return torch.arange(self.steps) <= last[:, None]
+
+    def stumble_lines(self) -> list[str]:
+        """For each of ``stumble_ratios``: the share of the env steps with a riser strike and a foot down, up to a
+        fall or the episode's end, that the stumble penalty would count at that ratio, and of the other such steps. A
+        rule that counts few strikes pays for few trips, whatever its weight; a robot already down is left out."""
+        if not self.stumble_ratios:
+            return []
+        read = ~self.foot_ratio.isnan() & self.lived()
+        struck, other = read & self.risers, read & ~self.risers
+        lines = []
+        for ratio in self.stumble_ratios:
+            counted = self.foot_ratio > ratio
+            lines.append(
+                f"  the stumble rule at ratio {ratio:g} would count {_share(counted, struck)} of the "
+                f"{int(struck.sum())} steps with a riser strike and {_share(counted, other)} of the "
+                f"{int(other.sum())} other steps with a foot down, before any fall"
+            )
+        return lines
 
     def after_riser(self) -> torch.Tensor:
         """(envs, steps): whether a foot struck a riser at that step or in the ``RISER_LOOKBACK`` steps before it."""
@@ -187,13 +218,16 @@ def census(
     seed: int = 0,
     ground: HeightMap | None = None,
     down: tuple[str, ...] = (),
+    force_sensors: tuple[str, ...] = (),
+    stumble_ratios: tuple[float, ...] = (),
 ) -> Census:
     """Roll ``policy`` on ``env`` (C MuJoCo: its model and qpos) for ``steps`` steps, each env's first episode only,
     evaluating ``judged`` (terms the env itself no longer applies) and the terrain contacts of every body but the
     world, through any geom but those whose names match ``feet``; on ``ground``, also how far the trunk tilts from
     the vertical where the ground under it slopes (does it follow the ground or hold itself level?); what became of
     the episodes a judged term would have ended, a body of ``down`` (default: the robot's base) on the ground the
-    fall."""
+    fall; with ``force_sensors`` (the feet's net ground forces), how many strikes the stumble penalty would count at
+    each of ``stumble_ratios``."""
     model = env.sim.model
     data = mujoco.MjData(model)
     names = {body: name for name, body in env.ctx.body_ids.items()}
@@ -208,6 +242,8 @@ def census(
         ended=torch.full((n,), -1),
         terminated=torch.zeros(n, dtype=torch.bool),
         risers=torch.zeros(n, steps, dtype=torch.bool),
+        foot_ratio=torch.full((n, steps), math.nan),
+        stumble_ratios=stumble_ratios if force_sensors else (),
     )
     running = torch.ones(n, dtype=torch.bool)
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
@@ -218,6 +254,10 @@ def census(
         fired = {name: term.func(state, env.ctx, **term.params).cpu() for name, term in judged.items()}
         if ground is not None:
             _angles(result, state, env, ground, running)
+        if force_sensors:
+            readings = state["sim", "sensordata"]
+            force = torch.stack([env.ctx.sensor(readings, name)[:, :3] for name in force_sensors], dim=1)
+            result.foot_ratio[:, step] = torch.where(running, sideways_ratio(force.cpu()), math.nan)
         for i in torch.nonzero(running).flatten().tolist():
             down, result.risers[i, step] = touching(model, data, qpos[i], foot_geoms)
             for body in down:
@@ -234,6 +274,20 @@ def census(
         if not running.any():
             break
     return result
+
+
+def _share(counted: torch.Tensor, among: torch.Tensor) -> str:
+    return f"{100 * float(counted[among].float().mean()):.1f} %" if among.any() else "-"
+
+
+def sideways_ratio(force: torch.Tensor) -> torch.Tensor:
+    """(N,) from feet's net ground forces (N, feet, 3, world frame): the largest ratio of sideways to vertical force
+    among the feet that touch the ground, NaN where none does."""
+    sideways = torch.linalg.vector_norm(force[..., :2], dim=-1)
+    vertical = force[..., 2].abs()
+    down = sideways + vertical > 0
+    ratio = torch.where(down, sideways / vertical.clamp(min=torch.finfo(force.dtype).tiny), -math.inf).amax(-1)
+    return torch.where(down.any(-1), ratio, math.nan)
 
 
 def _angles(result: Census, state, env: FunctionalEnv, ground: HeightMap, running: torch.Tensor) -> None:
@@ -270,6 +324,9 @@ def main(argv: list[str] | None = None) -> Census:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feet", default=".*foot.*", help="regex of the feet's geom names (left out)")
     parser.add_argument("--down", nargs="*", default=[], help="bodies whose touching is a fall (default: the base)")
+    parser.add_argument(
+        "--stumble-ratios", nargs="*", type=float, default=[], help="ratios to judge the stumble rule at (e.g. 2 5)"
+    )
     args = parser.parse_args(argv)
     try:
         source = policy_source(args.checkpoint, args.onnx, None)
@@ -286,14 +343,25 @@ def main(argv: list[str] | None = None) -> Census:
     overrides["terrain_level"] = base.terrain.rows - 1 if args.row is None else args.row
     judged = {name: base.terminations[name] for name in without}
     overrides["terminations"] = {k: v for k, v in base.terminations.items() if k not in judged}
-    config = task_of(source.task, overrides)
+    if any(ratio <= 0 for ratio in args.stumble_ratios):
+        parser.error(f"--stumble-ratios must be positive, got {args.stumble_ratios}")
+    if args.stumble_ratios and not overrides.get("stumble"):
+        overrides["stumble"] = -1.0  # for its force sensors: a reward's weight does not reach the policy
+    try:
+        config = task_of(source.task, overrides)
+    except ValueError as exc:
+        parser.error(str(exc))
+    force_sensors = tuple(map(ground_force_sensor, config.ground_force_parts)) if args.stumble_ratios else ()
     env = build_env(config, sim="mujoco", num_envs=args.num_envs, device="cpu")
     policy = source.policy(env)
     ground = generate(config.terrain).height_map()
     unknown = [name for name in args.down if name not in env.ctx.body_ids]
     if unknown:
         parser.error(f"{source.task}'s robot has no body {unknown[0]!r}")
-    result = census(env, policy, judged, args.feet, args.steps, args.seed, ground, tuple(args.down))
+    result = census(
+        env, policy, judged, args.feet, args.steps, args.seed, ground, tuple(args.down), force_sensors,
+        tuple(args.stumble_ratios),
+    )  # fmt: skip
     print(
         f"{(args.checkpoint or args.onnx).name}, {args.suite} row {overrides['terrain_level']}: "
         + "\n".join(result.lines())

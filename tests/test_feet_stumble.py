@@ -29,13 +29,13 @@ FEET = go1.ROBOT.foot_geoms
 SOLES = g1.ROBOT.foot_bodies
 
 
-def _stumbles(*forces: list[float]) -> float:
+def _stumbles(*forces: list[float], ratio: float = STUMBLE_RATIO) -> float:
     """The penalty of feet whose net ground forces are ``forces`` (world frame, one foot each), in one env."""
     names = tuple(f"foot{i}" for i in range(len(forces)))
     ctx = SimpleNamespace(sensor=lambda data, name: data[:, 3 * names.index(name) :][:, :3])
     data = torch.tensor([[component for force in forces for component in force]])
     state = TensorDict({"sim": {"sensordata": data}}, batch_size=[])
-    return rewards.feet_stumble(state, ctx, names, STUMBLE_RATIO).item()
+    return rewards.feet_stumble(state, ctx, names, ratio).item()
 
 
 def test_a_foot_pushed_sideways_stumbles_and_one_standing_or_in_the_air_does_not() -> None:
@@ -45,6 +45,14 @@ def test_a_foot_pushed_sideways_stumbles_and_one_standing_or_in_the_air_does_not
     assert _stumbles([0.0, -60.0, -10.0]) == 1  # against a riser, the tread bearing a little
     assert _stumbles([60.0, 0.0, 0.0], [0.0, 0.0, -40.0], [-3.0, 4.0, 0.9]) == 2  # each foot on its own
     assert _stumbles([50.0, 0.0, 10.0]) == 0  # exactly five times: not more
+
+
+def test_a_lower_ratio_counts_a_riser_met_while_the_tread_still_bears_the_foot() -> None:
+    """At 2, a foot pushed back three times as hard as it is held up counts; one braking on a tread at its friction
+    of 1.5 (the Go1's highest) does not."""
+    assert _stumbles([30.0, 0.0, -10.0], ratio=2.0) == 1
+    assert _stumbles([9.0, 12.0, -10.0], ratio=2.0) == 0  # 1.5 times
+    assert _stumbles([30.0, 0.0, -10.0], ratio=5.0) == 0
 
 
 # A 1 kg ball beside a wall on a floor, each part of the world body. On the floor, sliding: friction pushes it back
@@ -110,6 +118,10 @@ def test_the_stumble_is_a_knob_off_by_default(task: str, parts: tuple[str, ...],
         assert sensor.objtype[0] == kind and mujoco.mj_id2name(model, kind, sensor.objid[0]) == part
     with pytest.raises(ValueError, match=r"task.stumble must be in \[-1000, 0\] \(a penalty's weight"):
         compose_config([f"task={task}", "sim=mujoco", "task.stumble=1"])
+    lower = compose_config([f"task={task}", "sim=mujoco", "task.stumble=-1", "task.stumble_ratio=2"])
+    assert make_task(task, **lower.task.knobs).rewards["penalty_feet_stumble"].params["ratio"] == 2.0
+    with pytest.raises(ValueError, match=r"task.stumble_ratio must be in \[1, 100\]"):
+        compose_config([f"task={task}", "sim=mujoco", "task.stumble_ratio=0.5"])
 
 
 @pytest.mark.parametrize(

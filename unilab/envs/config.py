@@ -44,6 +44,10 @@ ActionReach = Annotated[float, Range(0.1, 10.0, why="a multiple of the robot's a
 # The weight of a penalty term a task leaves out by default (``task.touchdown_penalty=-10``, the Go1's knees coming near
 # the ground; ``task.feet_clearance=-2``, its feet moving away from the swing height); 0 leaves the term out.
 PenaltyWeight = Annotated[float, Range(-1000.0, 0.0, why="a penalty's weight; 0 leaves the term out")]
+# How many times as hard as the ground holds a foot up it must push it sideways for the stumble penalty to count it
+# (``task.stumble_ratio=2``): a foot on a tread is pushed sideways at most its friction coefficient times as hard, so a
+# ratio above the feet's highest friction counts only feet against a standing face.
+StumbleRatio = Annotated[float, Range(1.0, 100.0, why="sideways over vertical force; above the feet's friction")]
 # How far around a foot (m) a walk on terrain looks for the ground its swing must clear (``task.foot_reach=0.1``): the
 # gait's swing height and the clearance penalty count from the highest ground within it.
 FootReach = Annotated[float, Range(0.0, 0.5, why="metres around a foot")]

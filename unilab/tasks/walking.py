@@ -83,7 +83,8 @@ class WalkSpec:
     """One robot's walk. ``commands`` are ``uniform_velocity``'s ranges (``lin_vel_x``, ``lin_vel_y``,
     ``ang_vel_z``, ``deadzone``); ``weights`` map names of ``REWARDS`` to weights; ``pose_weights`` weigh each
     joint's offset from the default pose; an episode ends past ``tilt_limit_deg`` of trunk tilt or, where
-    ``min_root_height`` is set, with the base below it."""
+    ``min_root_height`` is set, with the base below it; ``penalty_feet_stumble`` counts a foot pushed sideways more
+    than ``stumble_ratio`` times as hard as vertically."""
 
     name: str
     robot: RobotConfig
@@ -95,6 +96,7 @@ class WalkSpec:
     pose_weights: tuple[float, ...]
     tilt_limit_deg: float
     min_root_height: float | None = None
+    stumble_ratio: float = STUMBLE_RATIO
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.weights) - set(REWARDS))
@@ -152,7 +154,7 @@ def _rewards(spec: WalkSpec, ground: Ground | None) -> dict[str, RewardTerm]:
         **heights,
     }
     lin_vel = {"velocity_sensor": linvel, "command": "velocity", "sigma": 0.25}
-    stumble = {"force_sensors": tuple(map(ground_force_sensor, robot.foot_force_parts)), "ratio": STUMBLE_RATIO}
+    stumble = {"force_sensors": tuple(map(ground_force_sensor, robot.foot_force_parts)), "ratio": spec.stumble_ratio}
     terms = {
         "tracking_lin_vel": (rewards.track_lin_vel_xy_exp, lin_vel, False),
         "tracking_ang_vel": (rewards.track_ang_vel_z_exp, {"command": "velocity", "gyro": gyro, "sigma": 0.25}, False),

@@ -16,6 +16,7 @@ from unilab.envs.config import (
     PairSearch,
     PenaltyWeight,
     SolverIterations,
+    StumbleRatio,
     TaskConfig,
     TerrainColumns,
     TerrainLayout,
@@ -23,7 +24,7 @@ from unilab.envs.config import (
 from unilab.tasks.g1_walk_flat.config import WALK as FLAT_WALK
 from unilab.tasks.g1_walk_flat_rand import RANDOMIZATION
 from unilab.tasks.randomization import Randomization
-from unilab.tasks.walking import RoughSpec, make_walk
+from unilab.tasks.walking import STUMBLE_RATIO, RoughSpec, make_walk
 from unilab.terrain import TerrainConfig
 
 # A foot that sweeps forward low catches a riser with its toe: the walk on terrain pays for a foot's speed away from
@@ -64,16 +65,18 @@ def make_task(
     solver_iterations: SolverIterations = None,
     ls_iterations: SolverIterations = None,
     stumble: PenaltyWeight = 0.0,
+    stumble_ratio: StumbleRatio = STUMBLE_RATIO,
 ) -> TaskConfig:
     """The rough walk on ``terrain``; ``terrain_level`` pins every env to that row (eval at one difficulty) or, with
     ``"all"``, spreads them over every row (eval at each difficulty), else the curriculum moves them.
     ``noise_scale`` multiplies the observation noise, the scan's included; the terrain's knobs are
     ``RoughSpec.with_knobs``'s (``ROUGH``'s comment says why the buffers are what they are); ``solver_iterations``
     and ``ls_iterations`` cap the Newton solver's iterations (None: the MJCF's); ``stumble``, unless 0, weights a
-    penalty on each foot the ground pushes sideways (``unilab.tasks.walking.STUMBLE_RATIO``): a sole that struck a
-    riser (the G1's falls in the pit come mostly under backward commands, climbing out heel first)."""
+    penalty on each foot the ground pushes sideways more than ``stumble_ratio`` times as hard as vertically: a sole
+    that struck a riser (the G1's falls in the pit come mostly under backward commands, climbing out heel first)."""
     geoms = (hfield_geoms, box_geoms)
     rough = ROUGH.with_knobs(terrain, nconmax, njmax, broadphase, geoms, layout, terrain_columns, foot_reach)
-    walk = dataclasses.replace(WALK, weights={**WALK.weights, "penalty_feet_stumble": stumble}) if stumble else WALK
+    weights = {**WALK.weights, "penalty_feet_stumble": stumble} if stumble else WALK.weights
+    walk = dataclasses.replace(WALK, weights=weights, stumble_ratio=stumble_ratio)
     physics = walk.physics.with_solver(solver_iterations, ls_iterations)
     return make_walk(walk, noise_scale, randomization, rough, terrain_level, name="g1_walk_rough", physics=physics)

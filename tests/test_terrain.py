@@ -4,6 +4,7 @@ when it makes no terrain, and built into the scene so that rays and both backend
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from types import SimpleNamespace
@@ -184,12 +185,28 @@ def test_the_map_is_the_surface_rays_meet_everywhere(layout: str, scale: float) 
 def test_a_mask_is_covered_by_disjoint_rectangles_and_a_ring_by_four() -> None:
     ring = np.ones((6, 7), dtype=bool)
     ring[2:4, 2:5] = False
-    found = rectangles(ring)
+    found = list(rectangles(ring))
     assert len(found) == 4
     covered = np.zeros_like(ring, dtype=int)
     for (i0, i1), (j0, j1) in found:
         covered[i0 : i1 + 1, j0 : j1 + 1] += 1
     assert np.array_equal(covered, ring.astype(int))  # every true cell once, no false one
+
+
+def test_rectangles_come_in_the_greedy_order_one_at_a_time() -> None:
+    """Each from the first uncovered cell in row order, grown along its row, then down while the rows below are all
+    uncovered under it; a caller takes only as many as it needs (a level of the random surface has thousands)."""
+    mask = np.array(
+        [
+            [1, 1, 0, 1],
+            [1, 1, 0, 1],
+            [1, 1, 1, 1],
+        ],
+        dtype=bool,
+    )
+    assert list(rectangles(mask)) == [((0, 2), (0, 1)), ((0, 2), (3, 3)), ((2, 2), (2, 2))]
+    checkers = np.indices((400, 400)).sum(0) % 2 == 0
+    assert list(itertools.islice(rectangles(checkers), 3)) == [((0, 0), (0, 0)), ((0, 0), (2, 2)), ((0, 0), (4, 4))]
 
 
 def test_stairs_are_terraces_and_slopes_and_the_random_surface_are_not() -> None:

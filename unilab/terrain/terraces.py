@@ -10,6 +10,7 @@ overlap where they stack, which a scene's static geoms may.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,22 +30,23 @@ class Terrace:
     top: float
 
 
-def rectangles(mask: np.ndarray) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+def rectangles(mask: np.ndarray) -> Iterator[tuple[tuple[int, int], tuple[int, int]]]:
     """Disjoint rectangles covering the true cells of a 2-D boolean array, each as inclusive (row, col) ranges:
-    greedily, the first uncovered cell in row order grown along its row, then down while the rows below match."""
+    greedily, the first uncovered cell in row order grown along its row, then down while the rows below match.
+    Yielded one at a time, so that a caller with a budget stops where it runs out: a level of the random surface
+    breaks into thousands."""
     todo = mask.copy()
-    found = []
     while todo.any():
         i, j = np.unravel_index(np.argmax(todo), todo.shape)
-        j1 = j
-        while j1 + 1 < todo.shape[1] and todo[i, j1 + 1]:
-            j1 += 1
-        i1 = i
-        while i1 + 1 < todo.shape[0] and todo[i1 + 1, j : j1 + 1].all():
-            i1 += 1
+        j1 = j + _run(todo[i, j:]) - 1  # the cells of row i from j on, up to the first uncovered one
+        i1 = i + _run(todo[i:, j : j1 + 1].all(axis=1)) - 1  # the rows from i on whose span is all uncovered
         todo[i : i1 + 1, j : j1 + 1] = False
-        found.append(((int(i), int(i1)), (int(j), int(j1))))
-    return found
+        yield (int(i), int(i1)), (int(j), int(j1))
+
+
+def _run(flags: np.ndarray) -> int:
+    """How many of ``flags`` are true before the first false one (all of them where none is)."""
+    return int(np.argmin(flags)) if not flags.all() else len(flags)
 
 
 def terraces(heights: np.ndarray) -> list[Terrace] | None:

@@ -37,6 +37,7 @@ from unilab.apps.suites import suite_overrides
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
 from unilab.managers.terms import TerminationTerm
+from unilab.mdp import rewards
 from unilab.mdp.terrain import ground_normal
 from unilab.run.checkpoint import CheckpointError
 from unilab.sim.contact_sensors import ground_force_sensor
@@ -95,10 +96,10 @@ class Census:
     ended: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # step (-1: ran on)
     terminated: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.bool))  # by a kept term
     risers: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.bool))  # (envs, steps)
-    # (envs, steps): the largest ratio of sideways to vertical ground force among the feet on the ground (NaN: none
-    # down, or not read); the stumble penalty counts a foot above its ratio
-    foot_ratio: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0))
-    stumble_ratios: tuple[float, ...] = ()
+    # (envs, steps) each, where the feet's ground forces were read: whether a foot touched the ground, and, per ratio
+    # judged, whether the stumble penalty (``rewards.feet_stumble``) counted a foot
+    feet_down: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.bool))
+    stumbles: dict[float, torch.Tensor] = field(default_factory=dict)
     sloped_steps: int = 0  # env steps on ground sloping SLOPED degrees or more, and the sums of both angles there
     slope_sum: float = 0.0
     tilt_sum: float = 0.0
@@ -157,16 +158,15 @@ class Census:
         return torch.arange(self.steps) <= last[:, None]
 
     def stumble_lines(self) -> list[str]:
-        """For each of ``stumble_ratios``: the share of the env steps with a riser strike and a foot down, up to a
-        fall or the episode's end, that the stumble penalty would count at that ratio, and of the other such steps. A
+        """For each ratio judged (``stumbles``): the share of the env steps with a riser strike and a foot down, up to
+        a fall or the episode's end, that the stumble penalty counted at that ratio, and of the other such steps. A
         rule that counts few strikes pays for few trips, whatever its weight; a robot already down is left out."""
-        if not self.stumble_ratios:
+        if not self.stumbles:
             return []
-        read = ~self.foot_ratio.isnan() & self.lived()
+        read = self.feet_down & self.lived()
         struck, other = read & self.risers, read & ~self.risers
         lines = []
-        for ratio in self.stumble_ratios:
-            counted = self.foot_ratio > ratio
+        for ratio, counted in self.stumbles.items():
             lines.append(
                 f"  the stumble rule at ratio {ratio:g} would count {_share(counted, struck)} of the "
                 f"{int(struck.sum())} steps with a riser strike and {_share(counted, other)} of the "
@@ -226,8 +226,8 @@ def census(
     world, through any geom but those whose names match ``feet``; on ``ground``, also how far the trunk tilts from
     the vertical where the ground under it slopes (does it follow the ground or hold itself level?); what became of
     the episodes a judged term would have ended, a body of ``down`` (default: the robot's base) on the ground the
-    fall; with ``force_sensors`` (the feet's net ground forces), how many strikes the stumble penalty would count at
-    each of ``stumble_ratios``."""
+    fall; with ``force_sensors`` (the feet's net ground forces), which steps the stumble penalty counts at each of
+    ``stumble_ratios``."""
     model = env.sim.model
     data = mujoco.MjData(model)
     names = {body: name for name, body in env.ctx.body_ids.items()}
@@ -242,8 +242,8 @@ def census(
         ended=torch.full((n,), -1),
         terminated=torch.zeros(n, dtype=torch.bool),
         risers=torch.zeros(n, steps, dtype=torch.bool),
-        foot_ratio=torch.full((n, steps), math.nan),
-        stumble_ratios=stumble_ratios if force_sensors else (),
+        feet_down=torch.zeros(n, steps, dtype=torch.bool),
+        stumbles={ratio: torch.zeros(n, steps, dtype=torch.bool) for ratio in stumble_ratios} if force_sensors else {},
     )
     running = torch.ones(n, dtype=torch.bool)
     runner = EnvRunner(env, lambda obs: policy(obs["policy"]), seed=seed)
@@ -257,7 +257,9 @@ def census(
         if force_sensors:
             readings = state["sim", "sensordata"]
             force = torch.stack([env.ctx.sensor(readings, name)[:, :3] for name in force_sensors], dim=1)
-            result.foot_ratio[:, step] = torch.where(running, sideways_ratio(force.cpu()), math.nan)
+            result.feet_down[:, step] = running & (force != 0).any(-1).any(-1).cpu()
+            for ratio, counted in result.stumbles.items():
+                counted[:, step] = running & (rewards.feet_stumble(state, env.ctx, force_sensors, ratio) > 0).cpu()
         for i in torch.nonzero(running).flatten().tolist():
             down, result.risers[i, step] = touching(model, data, qpos[i], foot_geoms)
             for body in down:
@@ -278,16 +280,6 @@ def census(
 
 def _share(counted: torch.Tensor, among: torch.Tensor) -> str:
     return f"{100 * float(counted[among].float().mean()):.1f} %" if among.any() else "-"
-
-
-def sideways_ratio(force: torch.Tensor) -> torch.Tensor:
-    """(N,) from feet's net ground forces (N, feet, 3, world frame): the largest ratio of sideways to vertical force
-    among the feet that touch the ground, NaN where none does."""
-    sideways = torch.linalg.vector_norm(force[..., :2], dim=-1)
-    vertical = force[..., 2].abs()
-    down = sideways + vertical > 0
-    ratio = torch.where(down, sideways / vertical.clamp(min=torch.finfo(force.dtype).tiny), -math.inf).amax(-1)
-    return torch.where(down.any(-1), ratio, math.nan)
 
 
 def _angles(result: Census, state, env: FunctionalEnv, ground: HeightMap, running: torch.Tensor) -> None:

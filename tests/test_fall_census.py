@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from scripts.fall_census import RISER_LOOKBACK, Census, census, fall_terms, main, sideways_ratio, touching
+from scripts.fall_census import RISER_LOOKBACK, Census, census, fall_terms, main, touching
 from tests.deploy_policies import export_tiny
 from unilab.robots import go1
 from unilab.tasks.randomization import Randomization
@@ -135,30 +135,18 @@ def test_a_fall_soon_after_a_riser_strike_is_counted_with_it() -> None:
     )
 
 
-def test_the_sideways_ratio_is_the_largest_among_the_feet_down() -> None:
-    force = torch.tensor(
-        [
-            [[0.0, 0.0, 0.0], [3.0, 4.0, -10.0], [30.0, 0.0, -10.0]],  # in the air; braking on a tread; at a riser
-            [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],  # every foot in the air
-            [[0.0, 5.0, 0.0], [0.0, 0.0, -10.0], [0.0, 0.0, 0.0]],  # pushed sideways with no load: no bound
-        ]
-    )
-    ratio = sideways_ratio(force)
-    assert ratio[0].item() == pytest.approx(3.0) and ratio[1].isnan() and ratio[2].item() > 1e30
-
-
 def test_the_stumble_rule_is_judged_on_the_strikes_before_a_fall() -> None:
-    # Two envs of 4 steps. Env 0 strikes at steps 1 and 2 (ratios 3 and 1) and falls at step 2; its step 3, down,
-    # is left out. Env 1 never strikes; its ratios 0.5, 6 and 0.2, with step 2's feet in the air.
-    risers = torch.tensor([[False, True, True, True], [False, False, False, False]])
+    # Two envs of 4 steps. Env 0 strikes at steps 1 and 2 (the feet's largest ratios 3 and 1) and falls at step 2;
+    # its step 3, down, is left out. Env 1 never strikes; its ratios 0.5, 6 and 0.2, with step 2's feet in the air.
+    ratios = torch.tensor([[0.5, 3.0, 1.0, 9.0], [0.5, 6.0, 0.0, 0.2]])
     result = Census(
         steps=4,
         down=("trunk",),
         bodies={"trunk": torch.tensor([2, -1])},
         ended=torch.tensor([-1, -1]),
-        risers=risers,
-        foot_ratio=torch.tensor([[0.5, 3.0, 1.0, 9.0], [0.5, 6.0, math.nan, 0.2]]),
-        stumble_ratios=(2.0, 5.0),
+        risers=torch.tensor([[False, True, True, True], [False, False, False, False]]),
+        feet_down=torch.tensor([[True, True, True, True], [True, True, False, True]]),
+        stumbles={2.0: ratios > 2.0, 5.0: ratios > 5.0},
     )
     assert result.stumble_lines() == [
         "  the stumble rule at ratio 2 would count 50.0 % of the 2 steps with a riser strike and 25.0 % of the 4 other "
@@ -213,7 +201,8 @@ def test_the_stumble_rule_is_judged_where_asked(tmp_path, capsys) -> None:
     export_tiny("go1_walk_rough", path)
     argv = ["--onnx", str(path), "--suite", "stairs_down", "--num-envs", "2", "--steps", "3"]
     result = main([*argv, "--stumble-ratios", "2", "5"])
-    assert result.stumble_ratios == (2.0, 5.0) and result.foot_ratio.shape == (2, 3)
+    assert list(result.stumbles) == [2.0, 5.0] and result.stumbles[2.0].shape == result.feet_down.shape == (2, 3)
+    assert not (result.stumbles[2.0] & ~result.feet_down).any()  # a foot counted touches the ground
     lines = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("  the stumble rule at ratio ") for line in lines) == 2
     with pytest.raises(SystemExit):

@@ -46,7 +46,8 @@ def rectangles(mask: np.ndarray) -> Iterator[tuple[tuple[int, int], tuple[int, i
 
 def _run(flags: np.ndarray) -> int:
     """How many of ``flags`` are true before the first false one (all of them where none is)."""
-    return int(np.argmin(flags)) if not flags.all() else len(flags)
+    first_false = int(np.argmin(flags))
+    return first_false if not flags[first_false] else len(flags)
 
 
 def terraces(heights: np.ndarray) -> list[Terrace] | None:

@@ -118,7 +118,7 @@ def test_the_rough_g1_walk_weighs_the_clearance_and_no_flat_walk_does() -> None:
 
 
 def test_the_go1_s_rough_walk_weighs_the_clearance_unless_told_not_to() -> None:
-    task = make_task("go1_walk_rough", **compose_config(["task=go1_walk_rough", "sim=mujoco"]).task.knobs)
+    task = make_task("go1_walk_rough")
     _check_clearance_term(task, 0.08, go1.ROBOT, 0.1, GO1_ROUGH.foot_reach)
     assert list(task.rewards)[-3:] == ["penalty_feet_clearance", "feet_phase", "alive"]
     off = compose_config(["task=go1_walk_rough", "sim=mujoco", "task.feet_clearance=0"])

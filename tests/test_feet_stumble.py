@@ -105,8 +105,7 @@ def test_the_stumble_is_a_knob_off_by_default(task: str, parts: tuple[str, ...],
     """A Go1's foot is one geom, a G1's sole eleven: a sensor of the sole's body sums their contacts."""
     plain = make_task(task)
     assert "penalty_feet_stumble" not in plain.rewards and plain.ground_force_parts == ()
-    cfg = compose_config([f"task={task}", "sim=mujoco", "task.stumble=-1"])
-    asked = make_task(task, **cfg.task.knobs)
+    asked = make_task(task, stumble=-1.0)
     term = asked.rewards["penalty_feet_stumble"]
     assert term.func is rewards.feet_stumble and term.weight == -1.0 and term.curriculum_scaled
     assert term.params == {"force_sensors": tuple(ground_force_sensor(part) for part in parts), "ratio": 5.0}

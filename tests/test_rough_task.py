@@ -450,8 +450,17 @@ def test_the_rough_walk_s_sac_is_the_flat_walk_s_with_six_updates_a_longer_run_i
     )
 
 
-def test_the_go1_s_rough_walk_trains_sac_longer_than_its_flat_walk_and_otherwise_alike() -> None:
-    assert _algo_differences("go1_walk_rough", "go1_walk_flat") == ({"max_iterations": 30000}, {"max_iterations": 5000})
+def test_the_go1_s_rough_sac_is_its_flat_walk_s_with_six_updates_a_longer_run_and_stumbles_at_ratio_two() -> None:
+    rough, flat = _algo_differences("go1_walk_rough", "go1_walk_flat")
+    assert (rough, flat) == (
+        {"updates_per_step": 6, "max_iterations": 30000},
+        {"updates_per_step": 8, "max_iterations": 5000},
+    )
+    tuned = compose_config(["algo=sac", "task=go1_walk_rough", "sim=mjwarp"])
+    stumble = make_task("go1_walk_rough", **task_overrides(tuned)).rewards["penalty_feet_stumble"]
+    assert (stumble.weight, stumble.params["ratio"]) == (-1.0, 2.0)
+    for algo in ("ppo", "flashsac"):
+        assert compose_config([f"algo={algo}", "task=go1_walk_rough", "sim=mjwarp"]).task.knobs["stumble"] == 0.0
 
 
 def test_falls_on_terrain_are_placed_where_the_robot_last_stood() -> None:

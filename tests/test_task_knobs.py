@@ -63,13 +63,13 @@ def test_every_knob_s_default_is_a_value_the_task_takes(task: str) -> None:
 
 
 def test_a_checkpoint_records_every_knob_so_a_later_default_cannot_change_its_task(tmp_path: Path) -> None:
-    """The run names one knob; the checkpoint holds them all, and eval rebuilds the task from them, not from the
-    factory's defaults of the day."""
+    """The run names one knob and SAC's tuning two more; the checkpoint holds them all, and eval rebuilds the task
+    from them, not from the factory's defaults of the day."""
     config = tiny(tmp_path, "mujoco", "task=go1_walk_rough", "task.action_reach=1.5", "algo.max_iterations=1")
     assert run(compose_config(config)).status == "completed"
     checkpoint = tmp_path / "run" / "model_1.pt"
     knobs = torch.load(checkpoint, weights_only=False)["config"]["task"]["knobs"]
-    assert knobs == {**task_knobs("go1_walk_rough"), "action_reach": 1.5}
+    assert knobs == {**task_knobs("go1_walk_rough"), "action_reach": 1.5, "stumble": -1.0, "stumble_ratio": 2.0}
     overrides = policy_source(checkpoint, None, None).overrides
     assert {key: overrides[key] for key in knobs} == knobs
 

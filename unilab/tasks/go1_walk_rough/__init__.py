@@ -1,7 +1,8 @@
 """``go1_walk_rough``: the Go1's trot, randomised (``RANDOMIZATION``), on a terrain grid of stairs, slopes and rough
 ground (``TERRAIN``: ten rows of rising difficulty, steps up to 10 cm, slopes up to 0.3 rise over run), with a height
 scan under the trunk in the actor and the critic and a terrain curriculum, as ``g1_walk_rough`` has them. Tuning is
-``go1_walk_flat``'s, and SAC's trains longer (this walk's ``tuning/sac.yaml``)."""
+``go1_walk_flat``'s; SAC's trains longer, with six updates an iteration and the stumble penalty (this walk's
+``tuning/sac.yaml``)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from unilab.run.checkpoint import CheckpointError, load_checkpoint, saved_config
 from unilab.run.config import TrainConfig
 from unilab.run.resources import InsufficientMemoryError
 from unilab.tasks.registry import list_tasks
-from unilab.train.learner import learner_class
+from unilab.train.learner import ACTOR_AVERAGE, learner_class
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -91,7 +91,8 @@ def policy_source(
 
 def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: str) -> Policy:
     """The deterministic actor of a checkpoint, rebuilt from its training config ``cfg``, for ``env`` (task
-    ``task``).
+    ``task``): with the average of its weights where the run kept one (``algo.actor_average``), as the run's own
+    ONNX export has it.
 
     Only the actor's weights are loaded: the rest of a learner (FlashSAC's per-env noise and reward normaliser)
     is shaped by the training ``num_envs`` and would not fit an eval with another env count.
@@ -108,6 +109,7 @@ def checkpoint_policy(ckpt: dict, cfg: TrainConfig, env: FunctionalEnv, task: st
     actor = learner.loss.actor
     prefix = "actor."
     weights = {k[len(prefix) :]: v for k, v in ckpt["loss"].items() if k.startswith(prefix)}
+    weights.update(ckpt.get(ACTOR_AVERAGE, {}))  # checked by load_checkpoint: the actor's own names and shapes
     try:
         actor.load_state_dict(weights)
     except RuntimeError as exc:  # weights edited by hand or from another version: name the problem, not torch's

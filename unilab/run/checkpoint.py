@@ -16,6 +16,7 @@ import torch
 
 from unilab.core.files import write_atomic
 from unilab.run.config import TrainConfig, schema
+from unilab.train.learner import ACTOR_AVERAGE
 from unilab.train.registry import ALGORITHMS
 from unilab.train.settings import shape_keys
 
@@ -97,7 +98,26 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     broken = nonfinite_tensors(ckpt["loss"])
     if broken:
         raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
+    if ACTOR_AVERAGE in ckpt:
+        _check_average(path, ckpt[ACTOR_AVERAGE], ckpt["loss"])
     return ckpt
+
+
+def _check_average(path: Path, average: Any, loss: dict[str, Any]) -> None:
+    """The actor's average (``algo.actor_average``) must name the actor's own parameters, shaped as they are, and be
+    finite: eval and the export run it in the actor's place."""
+    if not isinstance(average, dict) or not average:
+        raise CheckpointError(f"{path} is not a usable checkpoint: its '{ACTOR_AVERAGE}' is not a dict of tensors")
+    for name, tensor in average.items():
+        own = loss.get(f"actor.{name}")
+        if not isinstance(tensor, torch.Tensor) or not isinstance(own, torch.Tensor) or tensor.shape != own.shape:
+            raise CheckpointError(
+                f"{path} is not a usable checkpoint: its '{ACTOR_AVERAGE}' entry {name!r} is not one of the actor's "
+                "weights in its shape"
+            )
+    broken = nonfinite_tensors(average, ACTOR_AVERAGE)
+    if broken:
+        raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
 
 
 def _describe(config: dict[str, Any], keys: list[str]) -> str:

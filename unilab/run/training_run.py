@@ -441,7 +441,7 @@ class TrainingRun:
 
     def _export(self) -> None:
         origin = run_origin(self.cfg, self.record.environment)
-        export_policy(self.trainer.loss.actor, self.env, self.run_dir / POLICY_FILENAME, origin)
+        export_policy(self.trainer.deployed_actor(), self.env, self.run_dir / POLICY_FILENAME, origin)
 
 
 def _record(cfg: TrainConfig, world: World) -> RunRecord:

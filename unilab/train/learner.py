@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from unilab.train.settings import RunSettings
 
 
+# Where a learner's ``state_dict`` (and so a checkpoint) keeps the average of the actor's weights that
+# ``algo.actor_average`` asks for: parameter names as in ``loss.actor``, without its prefix.
+ACTOR_AVERAGE = "actor_average"
+
+
 class Learner(Protocol):
     """What the off-policy and the on-policy loop ask of a learner.
 
@@ -55,6 +60,11 @@ class Learner(Protocol):
 
     def shared_tensors(self) -> list[torch.Tensor]:
         """What every rank must hold bit-identical: the learner's weights and statistics, less per-env state."""
+        ...
+
+    def deployed_actor(self) -> nn.Module:
+        """The actor that eval, play and the ONNX export run: ``loss.actor``, or a copy holding an average of its
+        weights where the learner keeps one."""
         ...
 
     def state_dict(self) -> dict:

@@ -191,8 +191,12 @@ class Trainer:
 
     @property
     def loss(self) -> nn.Module:
-        """The learner's networks: what eval, play and the ONNX export read (``loss.actor``)."""
+        """The learner's networks (``loss.actor``, ``loss.critic``)."""
         return self.learner.loss
+
+    def deployed_actor(self) -> nn.Module:
+        """The actor that eval, play and the ONNX export run (``Learner.deployed_actor``)."""
+        return self.learner.deployed_actor()
 
     def state_dict(self) -> dict:
         """Learner state and the counters a resumed run continues from; plain values only (weights-only loading)."""

@@ -33,7 +33,7 @@ from unilab.core import rng as rnglib
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
-from unilab.train.learner import learner_class
+from unilab.train.learner import ACTOR_AVERAGE, learner_class
 from unilab.train.loop import Trainer, scalar_curricula
 from unilab.train.seeding import rank_seed
 from unilab.train.settings import OffPolicySettings
@@ -81,6 +81,10 @@ class OffPolicyLearner:
         self.action_dim = spec.action_dim
         self.acting: nn.Module | None = None  # the actor ``act`` runs; set by ``_set_acting``
         self._acting_pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+        # ``actor_average``'s average of the actor's parameters by name, and the parameters it follows; empty where
+        # none is kept. Set by ``_set_acting``.
+        self._average: dict[str, torch.Tensor] = {}
+        self._averaged: list[torch.Tensor] = []
         self.amp = cfg.amp and device.type == "cuda"
         # On for a profile of ``update``: each phase then runs under a profiler range (``UPDATE_PHASES``). Off in
         # training, so that the update launches exactly what it would without any profiling support.
@@ -101,7 +105,12 @@ class OffPolicyLearner:
 
     def _set_acting(self, actor: nn.Module, copy: bool) -> None:
         """Act with ``actor`` itself, or with a copy that ``sync_acting`` refreshes, so an env step can run
-        concurrently with the update block that rewrites the actor."""
+        concurrently with the update block that rewrites the actor; and keep the average of its weights that
+        ``actor_average`` asks for, starting from them."""
+        if self.cfg.actor_average > 0:
+            named = dict(actor.named_parameters())
+            self._average = {name: p.detach().clone() for name, p in named.items()}
+            self._averaged = list(named.values())
         if not copy:
             self.acting = actor
             return
@@ -116,6 +125,26 @@ class OffPolicyLearner:
         dst, src = self._acting_pairs
         if dst:
             torch._foreach_copy_(dst, src)
+
+    @torch.no_grad()
+    def _step_average(self) -> None:
+        """``average <- (1 - f) average + f actor`` after an actor step, one fused multi-tensor op (a no-op without
+        an average). Over many steps this smooths the actor's swings from one update to the next, which a policy
+        judged at one checkpoint otherwise inherits."""
+        if self._average:
+            torch._foreach_lerp_(list(self._average.values()), self._averaged, self.cfg.actor_average)
+
+    def deployed_actor(self) -> nn.Module:
+        """What eval, play and the ONNX export run: a copy of the actor holding the average's weights (its
+        observation statistics the actor's own) where an average is kept, else the actor itself."""
+        actor = self.loss.actor
+        if not self._average:
+            return actor
+        deployed = deepcopy(actor).requires_grad_(False)
+        with torch.no_grad():
+            for name, parameter in deployed.named_parameters():
+                parameter.copy_(self._average[name])
+        return deployed
 
     def observe(self, data: TensorDict) -> None:
         """What the learner takes from each env step's transitions (normaliser statistics, episode ends), inside the
@@ -173,6 +202,7 @@ class OffPolicyLearner:
                 with self._phase("actor: forward"), autocast():
                     actor = self._actor_loss(mb)
                 self._descend("actor", opt.actor, actor["loss_actor"], loss.actor)
+                self._step_average()
                 with self._phase("alpha: forward"):
                     alpha = loss.alpha_loss(actor["log_prob"])
                 self._descend("alpha", opt.alpha, alpha["loss_alpha"])
@@ -196,15 +226,21 @@ class OffPolicyLearner:
         return self._compiled(self.loss.actor_loss)
 
     def state_dict(self) -> dict:
-        return {
+        state = {
             "loss": self.loss.state_dict(),
             "optim": {name: o.state_dict() for name, o in self.optim._asdict().items()},
         }
+        if self._average:
+            state[ACTOR_AVERAGE] = {name: tensor.clone() for name, tensor in self._average.items()}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.loss.load_state_dict(state["loss"])
         for name, o in self.optim._asdict().items():
             o.load_state_dict(state["optim"][name])
+        if self._average:  # a checkpoint that kept none: the average starts again from the actor
+            saved = state.get(ACTOR_AVERAGE) or dict(self.loss.actor.named_parameters())
+            torch._foreach_copy_(list(self._average.values()), [saved[name] for name in self._average])
 
 
 class OffPolicyTrainer(Trainer):

@@ -85,6 +85,12 @@ class OffPolicySettings(RunSettings):
     max_grad_norm: float = setting(0.0, "gradient clip", Range(0.0, 1e6, why="0 turns clipping off"))
     amp: bool = setting(True, "bfloat16 autocast of the losses on CUDA")
     overlap_updates: bool = setting(True, "act with the pre-update weights so env step and updates overlap on CUDA")
+    actor_average: float = setting(
+        0.0,
+        "Polyak factor of an average of the actor's weights, taken at each actor step, that eval, play and the ONNX "
+        "export run instead of the actor (0: none)",
+        Range(0.0, 1.0, why="0 keeps no average"),
+    )
 
     def check(self) -> None:
         """The replay buffer can serve the updates (a batch fits in it, the pre-fill can finish) and the critic's

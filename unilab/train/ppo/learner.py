@@ -215,6 +215,9 @@ class PPOLearner:
         """What every rank must hold bit-identical: weights, normaliser statistics and the learning rate."""
         return [*self.loss.parameters(), *self.loss.buffers(), self.lr]
 
+    def deployed_actor(self) -> nn.Module:
+        return self.loss.actor
+
     def state_dict(self) -> dict:
         return {"loss": self.loss.state_dict(), "optim": {"adam": self.optim.state_dict()}}
 

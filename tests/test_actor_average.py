@@ -50,10 +50,19 @@ def test_each_actor_step_moves_the_average_its_factor_of_the_way_to_the_actor(al
     assert moved, "the actor step changed no weight"
     for name in before:
         expected = before[name] + 0.25 * (after[name].detach() - before[name])
-        torch.testing.assert_close(average[name], expected)
+        torch.testing.assert_close(average[name], expected, rtol=0, atol=1e-7)
     deployed = dict(learner.deployed_actor().named_parameters())
     assert all(torch.equal(deployed[name], average[name]) for name in before)
     assert learner.deployed_actor() is not actor and all(p.requires_grad for p in actor.parameters())
+
+
+def test_the_average_follows_the_weights_flashsac_projects_back_onto_the_unit_sphere() -> None:
+    """FlashSAC re-projects its weights after the minibatch's steps; an average taken before that would follow
+    weights the actor never keeps. At a factor of 1 the average is the actor, bit for bit."""
+    learner, spec = _learner("flashsac", "algo.actor_average=1", "algo.updates_per_step=1", "algo.policy_frequency=1")
+    learner.update(_batch(spec, learner.minibatch))
+    average = learner.state_dict()[ACTOR_AVERAGE]
+    assert all(torch.equal(average[name], p) for name, p in learner.loss.actor.named_parameters())
 
 
 def test_without_a_factor_nothing_is_kept_and_the_actor_itself_is_deployed() -> None:

@@ -202,7 +202,6 @@ class OffPolicyLearner:
                 with self._phase("actor: forward"), autocast():
                     actor = self._actor_loss(mb)
                 self._descend("actor", opt.actor, actor["loss_actor"], loss.actor)
-                self._step_average()
                 with self._phase("alpha: forward"):
                     alpha = loss.alpha_loss(actor["log_prob"])
                 self._descend("alpha", opt.alpha, alpha["loss_alpha"])
@@ -210,6 +209,8 @@ class OffPolicyLearner:
                 out.update(loss_alpha=alpha["loss_alpha"].detach(), alpha=loss.alpha.detach())
             with self._phase("target"):
                 self.after_step()  # before Polyak, so the target averages projected weights
+                if i % self.cfg.policy_frequency == 0:
+                    self._step_average()  # and the actor's average too
                 loss.update_target()
         return TensorDict(out, batch_size=[])
 

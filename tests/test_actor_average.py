@@ -157,3 +157,11 @@ def test_the_captured_update_steps_the_average_as_eager_code_does() -> None:
     assert any(not torch.equal(after[k], before[k]) for k in before)
     for name, value in before.items():
         torch.testing.assert_close(after[name], value + 0.25 * (actor[name].detach() - value))
+
+
+def test_a_resume_that_drops_the_average_says_so(averaged_run: Path, tmp_path: Path, capsys) -> None:
+    overrides = [f"algo.resume={averaged_run / 'model_3.pt'}", "algo.max_iterations=4"]
+    config = tiny(tmp_path, "mujoco", *overrides, "training.export_onnx=false")
+    assert run(compose_config(config)).status == "completed"
+    assert "kept an average of its actor, and this run keeps none" in capsys.readouterr().err
+    assert ACTOR_AVERAGE not in load_checkpoint(tmp_path / "run" / "model_4.pt")

@@ -3,6 +3,7 @@ fits in the memory of the device it will live on. Each refusal is a ``ValueError
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -14,7 +15,7 @@ from unilab.run.checkpoint import check_compatible, load_checkpoint
 from unilab.run.config import TrainConfig
 from unilab.run.resources import FLOAT_BYTES, check_fits, replay_row_bytes
 from unilab.sim import backend_device
-from unilab.train.learner import learner_class
+from unilab.train.learner import ACTOR_AVERAGE, learner_class
 
 PER_PARAMETER = 4  # weights, gradients, Adam's first and second moments
 
@@ -96,5 +97,11 @@ def load_resume(cfg: TrainConfig) -> dict | None:
         raise ValueError(
             f"algo.resume={cfg.algo.resume} is at iteration {ckpt['iteration']}, not below "
             f"algo.max_iterations={cfg.algo.max_iterations}; raise algo.max_iterations to train on"
+        )
+    if ACTOR_AVERAGE in ckpt and not getattr(cfg.algo, "actor_average", 0.0):
+        print(
+            f"train: {cfg.algo.resume} kept an average of its actor, and this run keeps none: its checkpoints and "
+            "policy.onnx run the actor itself (algo.actor_average keeps one)",
+            file=sys.stderr,
         )
     return ckpt

@@ -95,9 +95,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             raise CheckpointError(f"{path} is not a usable checkpoint: its '{key}' is {value!r}, not a count >= 0")
     if not isinstance(ckpt["loss"], dict):
         raise CheckpointError(f"{path} is not a training checkpoint: its 'loss' is not a dict of tensors")
-    broken = nonfinite_tensors(ckpt["loss"])
-    if broken:
-        raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
+    _refuse_nonfinite(path, ckpt["loss"])
     if ACTOR_AVERAGE in ckpt:
         _check_average(path, ckpt[ACTOR_AVERAGE], ckpt["loss"])
     return ckpt
@@ -115,7 +113,11 @@ def _check_average(path: Path, average: Any, loss: dict[str, Any]) -> None:
                 f"{path} is not a usable checkpoint: its '{ACTOR_AVERAGE}' entry {name!r} is not one of the actor's "
                 "weights in its shape"
             )
-    broken = nonfinite_tensors(average, ACTOR_AVERAGE)
+    _refuse_nonfinite(path, average, ACTOR_AVERAGE)
+
+
+def _refuse_nonfinite(path: Path, weights: dict[str, Any], prefix: str = "") -> None:
+    broken = nonfinite_tensors(weights, prefix)
     if broken:
         raise CheckpointError(f"{path} holds non-finite weights (NaN or inf) in {', '.join(broken[:3])}")
 

@@ -31,6 +31,15 @@ def test_series_of_several_suites_make_one_png(tmp_path: Path) -> None:
     assert out.read_bytes().startswith(b"\x89PNG")
 
 
+def test_series_of_one_suite_are_told_apart_by_their_folders(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir(), (tmp_path / "live").mkdir()
+    paths = [write_series(tmp_path / folder / "eval_series.json", "pit", [0.2]) for folder in ("run", "live")]
+    paths.append(write_series(tmp_path / "run" / "eval_series_slope.json", "slope", [0.2]))
+    suites = [curves.read_series(path)["suite"] for path in paths]
+    assert curves.series_labels(paths, suites) == ["run: pit", "live: pit", "slope"]
+    assert curves.main(["--series", *map(str, paths), "--out", str(tmp_path / "series.png")]).is_file()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -181,6 +181,15 @@ def read_series(path: Path) -> dict:
     return {"suite": suites[0], "thresholds": thresholds, "results": results}
 
 
+def series_labels(paths: list[Path], suites: list[str]) -> list[str]:
+    """Each series' legend label: its suite, led by its file's folder where two series share a suite (a run's
+    checkpoints and another form of the same policies, judged the same way)."""
+    return [
+        f"{Path(path).parent.name}: {suite}" if suites.count(suite) > 1 else suite
+        for path, suite in zip(paths, suites, strict=True)
+    ]
+
+
 def plot_series(paths: list[Path], out: Path) -> Path:
     """The thresholded metrics of checkpoint series against training wall time, one line per file (per eval suite),
     the threshold dashed: how soon a policy gets there, and whether it stays."""
@@ -190,12 +199,13 @@ def plot_series(paths: list[Path], out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     series = [read_series(path) for path in paths]
+    labels = series_labels(paths, [one["suite"] for one in series])
     metrics = list(series[0]["thresholds"])
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), constrained_layout=True, squeeze=False)
     for ax, metric in zip(axes.flat, metrics, strict=True):
-        for one in series:
+        for one, label in zip(series, labels, strict=True):
             times = [result["train_wall_time_sec"] / 60.0 for result in one["results"]]
-            ax.plot(times, [result[metric] for result in one["results"]], marker="o", label=one["suite"])
+            ax.plot(times, [result[metric] for result in one["results"]], marker="o", label=label)
         op, bound = series[0]["thresholds"][metric]
         ax.axhline(bound, linestyle="--", color="grey", label=f"threshold ({op} {bound})")
         ax.set(title=metric, xlabel="wall time from train start (min)", ylabel=metric)

@@ -12,6 +12,7 @@ import torch
 
 from tests.test_train import for_algo, tiny
 from unilab.apps.compose import compose_config
+from unilab.apps.eval import evaluate, format_table
 from unilab.apps.policy import policy_source
 from unilab.apps.train import run
 from unilab.run.checkpoint import CheckpointError, load_checkpoint
@@ -106,6 +107,17 @@ def test_the_checkpoint_and_the_export_run_the_average(averaged_run: Path) -> No
     (exported,) = session.run(None, {"obs": obs.numpy()})
     with torch.no_grad():
         np.testing.assert_allclose(exported, policy(obs).numpy(), atol=1e-5)
+
+
+def test_eval_says_which_actor_it_judged(averaged_run: Path, tmp_path: Path) -> None:
+    averaged = evaluate(averaged_run / "model_3.pt", None, num_envs=2, episodes_s=0.1, out=tmp_path / "average")
+    ckpt = torch.load(averaged_run / "model_3.pt", weights_only=True)
+    del ckpt[ACTOR_AVERAGE]
+    torch.save(ckpt, tmp_path / "model_3.pt")
+    live = evaluate(tmp_path / "model_3.pt", None, num_envs=2, episodes_s=0.1, out=tmp_path / "live")
+    assert (averaged["weights"], live["weights"]) == ("average", "actor")
+    assert "the actor's average" in format_table(averaged).splitlines()[0]
+    assert "average" not in format_table(live).splitlines()[0]
 
 
 @pytest.mark.parametrize(

@@ -260,6 +260,7 @@ def evaluate(
         "sim": sim,
         "suite": suite,
         "checkpoint": str(path) if checkpoint is not None else None,
+        "weights": source.weights,
         "onnx": str(path) if onnx is not None else None,
         "iteration": ckpt.get("iteration") if ckpt is not None else None,
         "train_wall_time_sec": ckpt.get("train_wall_time_sec") if ckpt is not None else None,
@@ -352,6 +353,8 @@ def format_table(result: dict[str, Any]) -> str:
     width = max(len(k) for k, _ in rows)
     suite, n = result.get("suite", "nominal"), result["num_envs"]
     head = f"eval {result['task']}, suite {suite} ({n} envs, seed {result['seed']}, {result['steps']} steps)"
+    if result.get("weights") == "average":
+        head += ", the actor's average (algo.actor_average)"
     lines = [head, *(f"  {k:<{width}}  {v:10.4f}" for k, v in rows)]
     if result.get("nonfinite_actions"):
         lines.append(

@@ -40,6 +40,15 @@ class PolicySource(NamedTuple):
     task: str
     overrides: dict[str, Any]  # the task's env arguments for the policy
 
+    @property
+    def weights(self) -> str | None:
+        """Which of a checkpoint's actors runs: ``"average"`` where the run kept one (``algo.actor_average``), else
+        ``"actor"``; None for an ONNX policy, whose file holds one. Said in eval's summary, since the two actors of
+        one checkpoint can score far apart."""
+        if self.checkpoint is None:
+            return None
+        return "average" if ACTOR_AVERAGE in self.checkpoint else "actor"
+
     def policy(self, env: FunctionalEnv) -> Policy:
         """The policy, for ``env``: the checkpoint's deterministic actor, or the ONNX file on onnxruntime."""
         if self.checkpoint is not None:

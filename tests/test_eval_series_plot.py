@@ -32,7 +32,8 @@ def test_series_of_several_suites_make_one_png(tmp_path: Path) -> None:
 
 
 def test_series_of_one_suite_are_told_apart_by_their_folders(tmp_path: Path) -> None:
-    (tmp_path / "run").mkdir(), (tmp_path / "live").mkdir()
+    for folder in ("run", "live"):
+        (tmp_path / folder).mkdir()
     paths = [write_series(tmp_path / folder / "eval_series.json", "pit", [0.2]) for folder in ("run", "live")]
     paths.append(write_series(tmp_path / "run" / "eval_series_slope.json", "slope", [0.2]))
     suites = [curves.read_series(path)["suite"] for path in paths]

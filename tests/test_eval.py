@@ -76,6 +76,21 @@ def test_a_fall_counts_and_a_time_out_does_not() -> None:
     assert m["mean_episode_length"] == pytest.approx((2 + 2 * T) / 3)
 
 
+def test_a_fall_rate_at_its_bound_is_the_bound_and_passes() -> None:
+    # 20 of 400 robots fell: 5 %, which the rough walks' "at most 5 %" allows. As float32's mean it was
+    # 0.0500000007 and failed.
+    envs = 400
+    fell = torch.arange(envs) < 20
+    zeros = {
+        "commands": torch.zeros(T, envs, 3),
+        "lin_vel_xy": torch.zeros(T, envs, 2),
+        "yaw_rate": torch.zeros(T, envs),
+    }
+    m = _walk(**zeros, active=torch.ones(T, envs, dtype=torch.bool), failed=fell, episode_length=torch.full((envs,), T))
+    assert m["fall_rate"] == 0.05 and m["falls_by_command"]["standing"]["fall_rate"] == 0.05
+    assert meets_thresholds("g1_walk_rough", {**m, "judged_envs": envs})
+
+
 def test_inactive_steps_are_ignored() -> None:
     lin = torch.zeros(T, N, 2)
     lin[3:] = 100.0  # after the first episode ended: must not count

@@ -12,7 +12,7 @@ from unilab.apps.args import InputError
 from unilab.envs.config import TaskConfig
 from unilab.envs.layout import EnvView, task_layout
 from unilab.run.resources import check_fits
-from unilab.tasks.metrics import episode_lengths
+from unilab.tasks.metrics import episode_lengths, share
 from unilab.tasks.registry import get_task, make_task
 from unilab.tasks.task import EvalMetrics
 
@@ -27,7 +27,7 @@ def _no_readings(env: EnvView, state: TensorDict) -> dict[str, torch.Tensor]:
 
 
 def _survival(active: torch.Tensor, failed: torch.Tensor, episode_length: torch.Tensor, dt: float) -> dict[str, float]:
-    return {"survival_rate": 1.0 - float(failed.float().mean()), **episode_lengths(episode_length, dt)}
+    return {"survival_rate": share(~failed), **episode_lengths(episode_length, dt)}
 
 
 SURVIVAL = EvalMetrics(_no_readings, _survival)

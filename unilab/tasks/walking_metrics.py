@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from unilab.tasks.metrics import active_mean, episode_lengths
+from unilab.tasks.metrics import active_mean, episode_lengths, share
 from unilab.tasks.task import EvalMetrics
 
 if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
@@ -53,7 +53,7 @@ def score(
     yaw = (commands[..., 2] - yaw_rate).abs()
     path = (torch.linalg.vector_norm(lin_vel_xy, dim=-1) * active.float()).sum(0) * dt
     figures = {
-        "fall_rate": float(failed.float().mean()),
+        "fall_rate": share(failed),
         "lin_vel_error": active_mean(lin, active),
         "yaw_rate_error": active_mean(yaw, active),
         "distance_walked": float(path.mean()),
@@ -102,9 +102,7 @@ def falls_by_command(command: torch.Tensor, failed: torch.Tensor) -> dict[str, d
     out = {}
     for kind, envs in command_kinds(command).items():
         count = int(envs.sum())
-        out[kind] = (
-            {"num_envs": count} if count == 0 else {"num_envs": count, "fall_rate": float(failed[envs].float().mean())}
-        )
+        out[kind] = {"num_envs": count} if count == 0 else {"num_envs": count, "fall_rate": share(failed[envs])}
     return out
 
 

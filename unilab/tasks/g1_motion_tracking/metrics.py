@@ -14,7 +14,7 @@ import torch
 
 from unilab.core.math import quat_angle
 from unilab.tasks.g1_motion_tracking import terms as tracking
-from unilab.tasks.metrics import active_mean, episode_lengths
+from unilab.tasks.metrics import active_mean, episode_lengths, share
 from unilab.tasks.task import EvalMetrics
 
 if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
@@ -70,7 +70,7 @@ def score(
     anchor = torch.linalg.vector_norm(ref_anchor_pos - anchor_pos, dim=-1)
     joints = (ref_joint_pos - joint_pos).abs().mean(-1)
     return {
-        "survival_rate": 1.0 - float(failed.float().mean()),
+        "survival_rate": share(~failed),
         "body_pos_error": active_mean(body, active),
         "anchor_pos_error": active_mean(anchor, active),
         "anchor_ori_error": active_mean(quat_angle(ref_anchor_quat, anchor_quat), active),

@@ -203,12 +203,13 @@ print(cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[
 """
 
 
-def _compile_ahead(tmp_path: Path, min_cores: int, **variables: str) -> list[int]:
-    """``AHEAD_PROBE``'s two calls' worker counts, in a process whose bytecode a parent command put under the root."""
+def _compile_ahead(tmp_path: Path, min_cores: int, probe: str = AHEAD_PROBE, **variables: str) -> list[int]:
+    """``probe``'s two calls' worker counts, run from stdin in a process whose bytecode a parent command put under
+    the root."""
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
     done = subprocess.run(
-        [sys.executable, "-c", AHEAD_PROBE, str(min_cores)], cwd=REPO, env=env, capture_output=True, text=True,
+        [sys.executable, "-", str(min_cores)], input=probe, cwd=REPO, env=env, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -232,6 +233,17 @@ def test_the_stack_is_compiled_ahead_side_by_side_once_where_its_bytecode_goes_u
     compiled = sorted(path.name.split(".")[0] for path in bytecode.rglob("*.pyc") if "probe_package" in path.parts)
     assert compiled == ["__init__", "probe_module"]
     assert not (package / "__pycache__").exists()
+
+
+def test_the_stack_is_compiled_ahead_whatever_the_caller_s_main_module(tmp_path: Path) -> None:
+    """Process pools started from a fork server (compileall's choice on Python 3.12) import the caller's main module
+    again first; a main read from stdin cannot be, which broke the pool and the command. The compile runs apart."""
+    _probe_package(tmp_path)
+    placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path / "root" / "bytecode")}
+    probe = 'import multiprocessing\nmultiprocessing.set_start_method("forkserver")\n' + AHEAD_PROBE
+    workers, again = _compile_ahead(tmp_path, 1, probe, **placed)
+    assert workers >= 1 and again == 0
+    assert list((tmp_path / "root" / "bytecode").rglob("probe_module.*.pyc"))
 
 
 def test_the_stack_s_bytecode_is_looked_for_beside_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,6 @@ cache`` answers without torch.
 
 from __future__ import annotations
 
-import compileall
 import importlib.util
 import json
 import logging
@@ -39,6 +38,7 @@ import pickle
 import re
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -223,8 +223,12 @@ def compile_stack_ahead(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: i
     folders = [folder for folder in map(_package_folder, packages) if folder is not None]
     if not folders or Path(importlib.util.cache_from_source(str(folders[0] / "__init__.py"))).is_file():
         return 0
-    for folder in folders:
-        compileall.compile_dir(folder, quiet=2, workers=cores)
+    # In a process of its own: compileall's workers start from a fork server, which first imports the caller's
+    # main module again (a script run from stdin cannot be, and the pool breaks; a script's unguarded code would run).
+    prefix = f"pycache_prefix={sys.pycache_prefix}"
+    command = [sys.executable, "-X", prefix, "-m", "compileall", "-qq", "-j", str(cores), *map(str, folders)]
+    quiet = subprocess.DEVNULL
+    subprocess.run(command, stdin=quiet, stdout=quiet, stderr=quiet, check=False)
     return cores
 
 

@@ -142,8 +142,32 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor_of_mine")
     assert placed["inductor"].user_set and not placed["warp"].user_set
     assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0" and os.environ["TORCHINDUCTOR_AUTOGRAD_CACHE"] == "1"
+    assert os.environ["TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK"] == "0"
     # A second call (the command's, then the run's) sees its own placement, not the user's.
     assert {cache.name: cache for cache in configure()} == placed
+
+
+INDUCTOR_PROBE = """
+from unilab.core.cache_dirs import configure
+configure()
+from torch._inductor import config
+print(config.fx_graph_cache, config.dynamic_scale_rblock)
+"""
+
+
+@pytest.mark.parametrize(
+    ("mine", "read"), [({}, "True False"), ({"TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK": "1"}, "True True")]
+)
+def test_inductor_reads_the_switches_a_command_sets(tmp_path: Path, mine: dict[str, str], read: str) -> None:
+    """Inductor takes the switches from the environment when its config is first imported, after ``configure``: the
+    graph cache on, RBLOCK scaling off unless the user turned it on."""
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=str(REPO), **mine)
+    done = subprocess.run(
+        [sys.executable, "-c", INDUCTOR_PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == read
 
 
 def _probe_package(tmp_path: Path) -> Path:

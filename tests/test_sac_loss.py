@@ -8,9 +8,10 @@ import math
 import pytest
 import torch
 from tensordict import TensorDict
+from torch.utils._python_dispatch import TorchDispatchMode
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 
-from torchrl_ext.networks import Actor, EnsembleCritic, EnsembleLinear, RunningNorm
+from torchrl_ext.networks import ALIGNMENT, Actor, EnsembleCritic, EnsembleLinear, RunningNorm
 from torchrl_ext.sac import SACLoss, Symmetry, make_optimizers, project_distribution, target_entropy_from_ratio
 from unilab.core.spec import Mirror
 
@@ -116,6 +117,43 @@ def test_an_ensemble_layer_is_each_members_own_affine_map() -> None:
         torch.testing.assert_close(out[member], x[member] @ layer.weight[member] + layer.bias[member])
     with torch.autocast("cpu", torch.bfloat16):  # the bias joins the product in the product's precision
         assert layer(x).dtype == torch.bfloat16
+
+
+def test_the_critic_s_zero_columns_leave_its_map_unchanged() -> None:
+    critic = EnsembleCritic(CRITIC_OBS, ACT, hidden=(32, 16), num_atoms=ATOMS)
+    assert (CRITIC_OBS + ACT + critic.input_pad) % ALIGNMENT == 0 and critic.input_pad > 0
+    obs, action = torch.randn(3, 5, CRITIC_OBS), torch.randn(3, 5, ACT)
+    x = torch.cat([obs, action], dim=-1).reshape(1, 15, -1).expand(2, -1, -1)
+    for layer in critic.net:  # the unpadded widths, each layer's map written out
+        x = torch.bmm(x, layer.weight) + layer.bias if isinstance(layer, EnsembleLinear) else layer(x)
+    torch.testing.assert_close(critic(obs, action), x.reshape(2, 3, 5, ATOMS))
+    assert critic.net[0].weight.shape == (2, CRITIC_OBS + ACT, 32)  # checkpoints keep the parameter's shape
+
+
+class _ProductShapes(TorchDispatchMode):
+    """Records the operand shapes of every batched matmul dispatched, backward ones included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten.bmm.default:
+            self.shapes += [tuple(args[0].shape), tuple(args[1].shape)]
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_critic_s_first_layer_multiplies_at_an_aligned_width() -> None:
+    """Forward and both gradients of the first layer: no operand keeps the unaligned input width, so no compiler
+    has a padding of its own to decide."""
+    critic = EnsembleCritic(CRITIC_OBS, ACT, hidden=(32, 16), num_atoms=ATOMS)
+    action = torch.randn(BATCH, ACT, requires_grad=True)
+    with _ProductShapes() as products:
+        critic(torch.randn(BATCH, CRITIC_OBS), action).sum().backward()
+    widths = {width for shape in products.shapes for width in shape}
+    assert CRITIC_OBS + ACT not in widths
+    assert CRITIC_OBS + ACT + critic.input_pad in widths
+    assert critic.net[0].weight.grad is not None and action.grad is not None
 
 
 def test_loss_outputs() -> None:

@@ -17,6 +17,11 @@ from torch import Tensor, nn
 
 from torchrl_ext.distributed import ALONE, World
 
+# Tensor cores read a bf16 operand 8 elements (16 bytes) at a time. A product whose widths are not multiples of that
+# takes a slower path, unless Inductor pads it, which it decides per compile by timing both: two caches of one
+# program can then differ by 15 % in the critic's update. The critic aligns its input width itself.
+ALIGNMENT = 8
+
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 0.0
 MEAN_LIMIT = 10.0
@@ -191,7 +196,11 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim).uniform_(-bound, bound))
 
     def forward(self, x: Tensor, frozen: bool = False) -> Tensor:
-        product = torch.bmm(x, detached(self.weight, frozen))
+        """``x`` may be wider than ``in_dim`` by zero columns (an aligned width); the weight gets zero rows for them,
+        so the map is the same and the parameter keeps its shape."""
+        weight = detached(self.weight, frozen)
+        extra = x.shape[-1] - weight.shape[-2]
+        product = torch.bmm(x, F.pad(weight, (0, 0, 0, extra)) if extra else weight)
         return product + detached(self.bias, frozen).to(product.dtype)  # the product's dtype: bf16 under autocast
 
 
@@ -214,6 +223,9 @@ class EnsembleCritic(nn.Module):
 
     Returns logits over a fixed support ``linspace(v_min, v_max, num_atoms)``. The support bounds are configuration:
     they must cover the discounted return scale of the task's rewards.
+
+    The concatenation ends in zero columns up to a multiple of ``ALIGNMENT``, so that the first layer's products
+    (forward, and both of its gradients) are aligned by construction rather than by Inductor's timing.
     """
 
     def __init__(
@@ -233,6 +245,7 @@ class EnsembleCritic(nn.Module):
         self.v_max = float(v_max)
         self.obs_norm: nn.Module = RunningNorm(obs_dim) if normalize_obs else nn.Identity()
         self.register_buffer("support", torch.linspace(self.v_min, self.v_max, num_atoms), persistent=False)
+        self.input_pad = -(obs_dim + action_dim) % ALIGNMENT
         widths = [obs_dim + action_dim, *hidden]
         layers: list[nn.Module] = []
         for in_dim, out_dim in pairwise(widths):
@@ -243,7 +256,10 @@ class EnsembleCritic(nn.Module):
     def forward(self, obs: Tensor, action: Tensor, frozen: bool = False) -> Tensor:
         """Logits of shape (num_members, *batch, num_atoms); ``frozen``: on detached parameters, the critic as the
         actor's loss sees it (a gradient reaches the inputs, never the critic)."""
-        x = torch.cat([self.obs_norm(obs), action], dim=-1)
+        parts = [self.obs_norm(obs), action]
+        if self.input_pad:
+            parts.append(action.new_zeros(*action.shape[:-1], self.input_pad))
+        x = torch.cat(parts, dim=-1)
         batch_shape = x.shape[:-1]
         x = x.reshape(1, -1, x.shape[-1]).expand(self.num_members, -1, -1)
         for layer in self.net:

@@ -18,8 +18,8 @@ from torch import Tensor, nn
 from torchrl_ext.distributed import ALONE, World
 
 # Tensor cores read a bf16 operand 8 elements (16 bytes) at a time. A product whose widths are not multiples of that
-# takes a slower path, unless Inductor pads it, which it decides per compile by timing both: two caches of one
-# program can then differ by 15 % in the critic's update. The critic aligns its input width itself.
+# takes a slower path unless Inductor pads it, which it decides when a cache is filled, by timing both: one program
+# then runs at the speed of its cache's draw (ADR 35). The critic aligns its input width itself.
 ALIGNMENT = 8
 
 LOG_STD_MIN = -5.0

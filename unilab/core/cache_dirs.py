@@ -61,9 +61,8 @@ CACHES: dict[str, tuple[str, str]] = {
 # - The FX graph and AOTAutograd caches: on by default already; set so that a later default cannot turn them off.
 # - RBLOCK scaling: a reduction kernel generated with one config gets no autotune cache entry, and Triton then adds
 #   one with half the RBLOCK where the first's registers limit occupancy. With two and nothing cached, every process
-#   compiles the second and times both before the first launch: SAC's update has 15 such kernels, 0.6 s of each warm
-#   start on an H100 and 3.3 s of a workload's second, and every run chose its own. Off, each kernel keeps the config
-#   its graph was compiled with: no SAC tail lost there (11.48 against 11.39 ms an update, four warm runs each).
+#   compiles the second and times both before the first launch, and every run chooses its own. Off, each kernel keeps
+#   the config its graph was compiled with (ADR 34 has what that saves and costs).
 SWITCHES = {
     "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
     "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",

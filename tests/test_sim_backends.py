@@ -299,7 +299,7 @@ def fresh_mjwarp_cpu_process() -> subprocess.CompletedProcess:
         "import torch, warp as wp\n"
         "from unilab.robots import g1\n"
         "from unilab.sim import make_backend\n"
-        "from unilab.sim.mjwarp import STEP_MODULES\n"
+        "from unilab.core.warp_ahead import STEP_MODULES\n"
         "sim = make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
         "modules = [wp.get_module(name) for name in STEP_MODULES]\n"
         "before = [set(m.execs) for m in modules]\n"

@@ -17,7 +17,8 @@ from typing import NoReturn
 
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
-from unilab.apps.early import check_command
+from unilab.apps.early import ahead_device, check_command
+from unilab.core import warp_ahead
 from unilab.core.cache_dirs import compile_stack_ahead, configure, corrupt_bytecode, notice
 
 COMMANDS = {
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
+    if argv[0] == "train":
+        start_ahead(argv[1:])
     import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
 
 
@@ -136,4 +139,13 @@ def train() -> None:
     check_environment("train")
     check_command("train", sys.argv[1:])
     configure()
+    start_ahead(sys.argv[1:])
     import_command("train", "unilab.apps.train").main()
+
+
+def start_ahead(arguments: list[str]) -> None:
+    """Where ``train``'s command line runs MuJoCo Warp on a GPU, start compiling its step modules beside the imports
+    (``unilab.core.warp_ahead``; the backend waits for them)."""
+    device = ahead_device(arguments)
+    if device is not None:
+        warp_ahead.start(device)

@@ -11,6 +11,7 @@ a checkpoint's contents) is left to the command, which checks everything again.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import typing
 from pathlib import Path
@@ -147,6 +148,30 @@ def check_train(arguments: list[str]) -> None:
         check_values(algo, values)
     except ValueError as exc:
         fail("train", exc)
+
+
+# Where the GPU driver is present; read without loading CUDA (the run's process loads it once torch is imported).
+CUDA_DEVICE_NODE = Path("/dev/nvidiactl")
+
+
+def ahead_device(arguments: list[str], node: Path = CUDA_DEVICE_NODE) -> str | None:
+    """The GPU a ``train`` command line will run MuJoCo Warp's physics on, as a Warp device name, read before the
+    stack is imported so that Warp's step modules can be compiled meanwhile (``unilab.core.warp_ahead``); None
+    where the line asks for no run (help, ``--cfg``), for the CPU or C MuJoCo, for another compiler output
+    (``sim.warp_output``), or the machine has no GPU driver. Under torchrun only the first rank of a host answers:
+    the ranks share its cache."""
+    if os.environ.get("LOCAL_RANK", "0") != "0" or not node.exists():
+        return None
+    args = split_train_args(arguments)  # after ``check_command``, which refused a line this cannot split
+    values = last_values(args.overrides)
+    if args.wants_help or args.flags.cfg or values.get("sim", "auto") not in ("auto", "mjwarp"):
+        return None
+    if values.get("sim.warp_output", "null") != "null":
+        return None
+    device = values.get("training.device", "null")
+    if device in ("null", "cuda"):
+        return "cuda:0"
+    return device if re.fullmatch(r"cuda:\d+", device) else None
 
 
 class _Malformed(Exception):

@@ -30,7 +30,9 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 
+from unilab.core import warp_ahead
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
+from unilab.core.warp_ahead import load_step_modules
 from unilab.sim import hfield_fix
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 from unilab.sim.kernel_prebuild import launched_kernels, load_variants
@@ -52,15 +54,6 @@ HFIELD_CAP = int(mjw.OverflowType.HFIELD)
 # control steps instead (``solver_limit_steps``).
 SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
-# mujoco_warp's modules whose kernels a step of the G1 launches. Warp compiles a module when one of its kernels is
-# first launched, so a fresh step compiles them one after another; five of them (forward, smooth, sensor, passive,
-# derivative) took 25 of 40 s on a 2-core CPU. Loaded side by side before the first step, they cost about the
-# largest one instead of their sum, and a cached module only loads. Kernels that mujoco_warp builds per model
-# during a step live in modules of their own: ``begin_kernel_build`` builds those.
-STEP_MODULES = tuple(
-    f"mujoco_warp._src.{name}"
-    for name in ("forward", "smooth", "sensor", "passive", "derivative", "solver", "support", "constraint")
-)
 
 
 def _init_warp() -> None:
@@ -96,12 +89,6 @@ def _note_cpu_kernels() -> None:
         f"from {wp.config.kernel_cache_dir}",
         file=sys.stderr,
     )
-
-
-def preload_step_modules(device: str) -> None:
-    """Compile (or load from Warp's cache) the ``STEP_MODULES`` on ``device`` in parallel, one thread each."""
-    modules = [wp.get_module(name) for name in STEP_MODULES]
-    wp.force_load(device=device, modules=modules, max_workers=min(len(modules), os.cpu_count() or 1))
 
 
 class _Build:
@@ -177,8 +164,11 @@ class MjWarpBackend(SimBackend):
             if config.broadphase is not None:
                 self._m.opt.broadphase = mjw.BroadphaseType[config.broadphase.upper()]
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
+        waited = warp_ahead.wait()  # for the side process compiling the step modules, where the command started one
+        if waited is not None:
+            self.startup["warp_ahead"] = waited
         began = time.perf_counter()
-        preload_step_modules(self._wp_device)
+        load_step_modules(self._wp_device)
         self.startup["warp_load"] = time.perf_counter() - began
         d = self._d
         # Torch views of the per-world model arrays, written from the state before each step.
@@ -210,10 +200,10 @@ class MjWarpBackend(SimBackend):
         the first time a step launches them; the next call that steps, resets or builds a backend waits for it.
 
         mujoco_warp creates these kernels inside the step, so they cannot be preloaded by name like
-        ``STEP_MODULES``: the thread first runs a step of a one-world scratch ``mjw.Data`` with its launches recorded,
-        not made (``unilab.sim.kernel_prebuild``), which creates the kernels and names them, then compiles them side
-        by side, one per core, and steps the scratch data once for real on a Warp stream of its own, which builds
-        anything the recording missed. Stepped as they come, they compiled one after another (on
+        ``warp_ahead.STEP_MODULES``: the thread first runs a step of a one-world scratch ``mjw.Data`` with its
+        launches recorded, not made (``unilab.sim.kernel_prebuild``), which creates the kernels and names them, then
+        compiles them side by side, one per core, and steps the scratch data once for real on a Warp stream of its
+        own, which builds anything the recording missed. Stepped as they come, they compiled one after another (on
         an H200 with an empty cache, about 130 s for the rough walk's scene). Warp compiles outside the GIL, so this
         overlaps host work that makes no physics calls, such as tracing a compiled env step. The kernels depend on
         the model's sizes and solver settings, not on the number of worlds, so the real step then builds none.

@@ -54,13 +54,20 @@ def test_the_kernel_cache_is_the_folder_warp_resolves(tmp_path: Path, monkeypatc
 
 
 class FakeProcess:
-    def __init__(self, command: list[str], **kwargs: object) -> None:
+    def __init__(self, command: list[str], hangs: bool = False, **kwargs: object) -> None:
         self.command = command
+        self.hangs = hangs
         self.waits = 0
+        self.killed = False
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
         self.waits += 1
+        if self.hangs and not self.killed:
+            raise subprocess.TimeoutExpired(self.command, timeout or 0)
         return 0
+
+    def kill(self) -> None:
+        self.killed = True
 
 
 def test_the_side_process_starts_only_where_it_can_help(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,6 +102,17 @@ def test_the_backend_waits_for_the_side_process_and_says_how_long(monkeypatch: p
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
     assert process.waits == 1 and backend.startup["warp_ahead"] >= 0 and "warp_load" in backend.startup
     assert "warp_ahead" not in make_backend("mjwarp", g1.load_model(), 1, device="cpu").startup
+
+
+def test_a_side_process_that_hangs_is_killed_and_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    process = FakeProcess([], hangs=True)
+    monkeypatch.setattr(warp_ahead, "_started", process)
+    assert warp_ahead.wait(limit_s=0.01) is not None
+    assert process.killed
+    assert "not compiled beside the imports within 0.01 s" in capsys.readouterr().err
+    assert warp_ahead.wait() is None
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from unilab.core.cache_dirs import AHEAD_MIN_CORES
+from unilab.core.cache_dirs import AHEAD_MIN_CORES, notice
 
 # mujoco_warp's modules whose kernels a step launches, whatever the model. Kernels that mujoco_warp makes per model
 # live in modules of their own (``MjWarpBackend.begin_kernel_build`` builds those).
@@ -38,6 +38,9 @@ STEP_MODULES = tuple(
 _GPU_CODE = (".cubin", ".ptx")
 _CPU_CODE = (".o",)
 
+# How long the backend waits for the side process: its compile takes tens of seconds on a fresh machine; far longer is
+# a compiler that hangs, and the backend then compiles the modules itself.
+WAIT_LIMIT_S = 300.0
 # The side process this process started, if any; ``wait`` joins it once.
 _started: subprocess.Popen | None = None
 
@@ -81,16 +84,22 @@ def start(device: str, min_cores: int = AHEAD_MIN_CORES) -> bool:
     return True
 
 
-def wait() -> float | None:
+def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
     """Wait for the side process this process started, once; the seconds waited, or None where there was none to
     wait for (never started, or already waited for). Its exit status is not read: what it failed to compile, the
-    caller compiles."""
+    caller compiles. One still running after ``limit_s`` (a compiler that hangs) is killed, with a line saying so,
+    and the caller compiles the modules itself."""
     global _started
     if _started is None:
         return None
+    process, _started = _started, None
     began = time.perf_counter()
-    _started.wait()
-    _started = None
+    try:
+        process.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        notice(f"Warp's step modules were not compiled beside the imports within {limit_s:g} s; compiling them here")
     return time.perf_counter() - began
 
 

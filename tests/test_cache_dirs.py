@@ -223,13 +223,14 @@ import sys
 from unilab.core import cache_dirs
 cache_dirs.configure()
 print(cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])),
+      int(cache_dirs.stack_ahead_seconds() is not None),
       cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])))
 """
 
 
 def _compile_ahead(tmp_path: Path, min_cores: int, probe: str = AHEAD_PROBE, **variables: str) -> list[int]:
-    """``probe``'s two calls' worker counts, run from stdin in a process whose bytecode a parent command put under
-    the root."""
+    """``probe``'s two calls' worker counts, and between them whether the first was timed, run from stdin in a
+    process whose bytecode a parent command put under the root."""
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
     done = subprocess.run(
@@ -249,11 +250,11 @@ def test_the_stack_is_compiled_ahead_side_by_side_once_where_its_bytecode_goes_u
     (package / "other_python.py").write_text("match = (\n")
     bytecode = tmp_path / "root" / "bytecode"
     placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(bytecode)}
-    assert _compile_ahead(tmp_path, 10**6, **placed) == [0, 0]
+    assert _compile_ahead(tmp_path, 10**6, **placed) == [0, 0, 0]  # the middle: whether the compile was timed
     assert not list(bytecode.rglob("probe_module*.pyc"))
-    assert _compile_ahead(tmp_path, 1) == [0, 0] and not bytecode.exists()
-    workers, again = _compile_ahead(tmp_path, 1, **placed)
-    assert workers >= 1 and again == 0
+    assert _compile_ahead(tmp_path, 1) == [0, 0, 0] and not bytecode.exists()
+    workers, timed, again = _compile_ahead(tmp_path, 1, **placed)
+    assert workers >= 1 and timed == 1 and again == 0
     compiled = sorted(path.name.split(".")[0] for path in bytecode.rglob("*.pyc") if "probe_package" in path.parts)
     assert compiled == ["__init__", "probe_module"]
     assert not (package / "__pycache__").exists()
@@ -265,7 +266,7 @@ def test_the_stack_is_compiled_ahead_whatever_the_caller_s_main_module(tmp_path:
     _probe_package(tmp_path)
     placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path / "root" / "bytecode")}
     probe = 'import multiprocessing\nmultiprocessing.set_start_method("forkserver")\n' + AHEAD_PROBE
-    workers, again = _compile_ahead(tmp_path, 1, probe, **placed)
+    workers, _, again = _compile_ahead(tmp_path, 1, probe, **placed)
     assert workers >= 1 and again == 0
     assert list((tmp_path / "root" / "bytecode").rglob("probe_module.*.pyc"))
 

@@ -3,10 +3,10 @@
 A step of any model launches kernels of the same eight mujoco_warp modules (``STEP_MODULES``). Their compiled code
 depends on the mujoco_warp and Warp versions and the GPU, not on the model or the task, yet the backend can load
 them only once it exists: after the imports and the env's build, with nothing else to do meanwhile. On a fresh
-machine that load compiles them (about 17-22 s on an H100, their largest module's time), and the run waits. A
-process started as the command starts, before it imports anything heavy, compiles them into Warp's kernel cache
-(and the CUDA driver's, under the same root) while the run imports; the backend then waits for whatever is left of
-it (``wait``) and loads the modules from the caches.
+machine that load compiles them (their largest module's time, tens of seconds on a GPU: ADR 36), and the run
+waits. A process started as the command starts, before it imports anything heavy, compiles them into Warp's kernel
+cache (and the CUDA driver's, under the same root) while the run imports; the backend then waits for whatever is
+left of it (``wait``) and loads the modules from the caches.
 
 The side process shares nothing with the run but the cache root, and the run needs nothing from it: if it fails,
 the backend compiles what is missing as it would have. It starts only where it can help (``start``): a CUDA

@@ -220,13 +220,19 @@ AHEAD_MIN_CORES = 8
 _ahead_seconds: float | None = None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the platform says), which a side-by-side compile can
+    use; at least one."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def compile_stack_ahead(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: int = AHEAD_MIN_CORES) -> int:
     """Compile ``packages`` into the bytecode cache side by side, one process per core, where ``keep_bytecode``
     put this process's bytecode there, the machine has ``min_cores`` cores or more and the first package's bytecode
     is not there yet (a fresh machine's first command: it would otherwise compile the stack one module at a time as
     it imports it, 8-10 s of an H200 machine's first start). Returns the workers used; 0 where nothing was done. A file
     that does not compile (a module for another Python) is left for Python to report if it is ever imported."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     if sys.pycache_prefix is None or cores < min_cores:  # the usual case, answered before the root is probed
         return 0
     if _placed_bytecode() is None:

@@ -26,7 +26,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from unilab.core.cache_dirs import AHEAD_MIN_CORES, notice
+from unilab.core.cache_dirs import AHEAD_MIN_CORES, notice, usable_cores
 
 # mujoco_warp's modules whose kernels a step launches, whatever the model. Kernels that mujoco_warp makes per model
 # live in modules of their own (``MjWarpBackend.begin_kernel_build`` builds those).
@@ -74,9 +74,8 @@ def start(device: str, min_cores: int = AHEAD_MIN_CORES) -> bool:
     has ``min_cores`` cores or more and Warp's kernel cache lacks them; returns whether it started. Call it after
     ``cache_dirs.configure``, whose variables the side process inherits."""
     global _started
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     folder = kernel_cache()
-    if _started is not None or cores < min_cores or folder is None or cached(folder, device):
+    if _started is not None or usable_cores() < min_cores or folder is None or cached(folder, device):
         return False
     quiet = subprocess.DEVNULL
     command = [sys.executable, "-m", __name__, device]

@@ -32,7 +32,6 @@ import warp as wp
 
 from unilab.core import warp_ahead
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
-from unilab.core.warp_ahead import load_step_modules
 from unilab.sim import hfield_fix
 from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
 from unilab.sim.kernel_prebuild import launched_kernels, load_variants
@@ -168,7 +167,7 @@ class MjWarpBackend(SimBackend):
         if waited is not None:
             self.startup["warp_ahead"] = waited
         began = time.perf_counter()
-        load_step_modules(self._wp_device)
+        warp_ahead.load_step_modules(self._wp_device)
         self.startup["warp_load"] = time.perf_counter() - began
         d = self._d
         # Torch views of the per-world model arrays, written from the state before each step.

@@ -60,14 +60,11 @@ CACHES: dict[str, tuple[str, str]] = {
 # (2.11 to 2.14) read them when ``torch._inductor.config`` and ``torch._functorch.config`` are imported; one that
 # does not know a variable ignores it.
 # - The FX graph and AOTAutograd caches: on by default already; set so that a later default cannot turn them off.
-# - RBLOCK scaling: a reduction kernel generated with one config gets no autotune cache entry, and Triton then adds
-#   one with half the RBLOCK where the first's registers limit occupancy. With two and nothing cached, every process
-#   compiles the second and times both before the first launch, and every run chooses its own. Off, each kernel keeps
-#   the config its graph was compiled with (ADR 34 has what that saves and costs).
+# RBLOCK scaling (``TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK``) is left at Inductor's default, on: the halved configs it times
+# in every process cost a warm start about a second and make the updates faster (ADR 37).
 SWITCHES = {
     "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
     "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
-    "TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK": "0",
 }
 
 

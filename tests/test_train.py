@@ -887,3 +887,23 @@ def test_the_start_up_line_says_how_long_the_physics_kernels_took_beside_the_tra
     assert "physics kernels" not in clock.line()
     clock.kernel_build = {"build": 41.25, "waited": 12.0}
     assert clock.line().endswith("; physics kernels built beside the tracing in 41.2 s, waited for 12.0 s")
+
+
+def test_start_up_splits_inductor_s_compile_into_its_parts() -> None:
+    """A graph Inductor compiles (its cache off) shows its lowering, scheduling and code generation inside Inductor's
+    compile, and that inside the backend: the parts that say where a cold start's long backend went."""
+    from torch._inductor import config as inductor_config
+
+    from unilab.run.startup import StartupClock
+
+    clock = StartupClock(imported_after_s=None)
+    with inductor_config.patch(fx_graph_cache=False):  # and with it AOTAutograd's, which needs it
+        torch.compile(lambda x: (torch.sin(x) * 3).sum(), fullgraph=True)(torch.ones(8))
+    clock.mark("env_warmup")
+    clock.take_compile_split()
+    split = clock.compile
+    assert split["graphs"] == 1 and split["cache_hits"] == 0
+    parts = [split[name] for name in ("lowering", "scheduling", "codegen")]
+    assert all(part > 0 for part in parts)
+    assert sum(parts) <= split["inductor"] <= split["backend"] <= split["total"]
+    assert ", inductor " in clock.line() and ", codegen " in clock.line()

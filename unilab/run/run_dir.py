@@ -291,7 +291,8 @@ class RunSummary:
     startup_sec: dict[str, float] = field(default_factory=dict)
     startup_total_sec: float | None = None
     # torch.compile's part of start-up (``StartupClock.take_compile_split``): graphs compiled, Inductor cache hits
-    # and misses, seconds in all, tracing, backend and kernel builds; empty when nothing was compiled.
+    # and misses, seconds in all, tracing, backend, Inductor's compile and its parts (lowering, scheduling, codegen,
+    # kernel builds); empty when nothing was compiled.
     startup_compile: dict[str, float] = field(default_factory=dict)
     # Each frame torch.compile compiled in start-up (``unilab.run.startup.compiled_frames``): its code's name, its
     # compile's seconds and when it began, in seconds from where ``startup_sec``'s phases begin (the process start).

@@ -33,11 +33,18 @@ def process_age_s() -> float | None:
 
 # torch.compile's own timers (``torch._dynamo.utils.compilation_time_metrics``, seconds per call), by the name each
 # figure takes here: the whole compile of each graph, Dynamo's bytecode tracing, the backend (AOTAutograd and
-# Inductor), and within that the wait for the kernels Inductor builds in its worker processes.
+# Inductor), and within that Inductor's compile of the graphs its cache did not hold: the lowering to its IR, the
+# scheduler's fusion, the kernels' code, and the wait for the kernels it builds in its worker processes. What the
+# backend spends outside Inductor's compile is AOTAutograd's tracing and the caches' lookups: a cold start's long
+# backend is told apart by these, and only the kernel builds run on more than one core.
 _COMPILE_TIMERS = {
     "total": "_compile.compile_inner",
     "tracing": "bytecode_tracing",
     "backend": "OutputGraph.call_user_compiler",
+    "inductor": "fx_codegen_and_compile",
+    "lowering": "GraphLowering.run",
+    "scheduling": "Scheduler.__init__",
+    "codegen": "Scheduler.codegen",
     "kernel_builds": "async_compile.wait",
 }
 

@@ -17,6 +17,7 @@ import pytest
 
 from unilab.apps.cache import human
 from unilab.core import cache_dirs
+from unilab.core.bytecode_ahead import shallowest_first
 from unilab.core.cache_dirs import CACHES, SWITCHES, configure, default_root, drop_corrupt_warp_modules, resolve_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +61,7 @@ print(json.dumps(dict(counters["inductor"])))
 IMPORT_PROBE = """
 import sys
 from unilab.core import cache_dirs
+from unilab.core.bytecode_ahead import shallowest_first
 cache_dirs.STACK_SOURCES = (("probe_package", "probe_module.py"),)
 cache_dirs.configure()
 import probe_package.probe_module
@@ -72,6 +74,7 @@ print(sys.pycache_prefix)
 REPAIR_PROBE = """
 import sys
 from unilab.core import cache_dirs
+from unilab.core.bytecode_ahead import shallowest_first
 cache_dirs.STACK_SOURCES = (("probe_package", "probe_module.py"),)
 cache_dirs.configure()
 from unilab.apps.cli import import_command
@@ -221,16 +224,18 @@ def test_bytecode_is_left_where_python_puts_it_or_the_user_chose(tmp_path: Path)
 AHEAD_PROBE = """
 import sys
 from unilab.core import cache_dirs
+from unilab.core.bytecode_ahead import shallowest_first
 cache_dirs.configure()
-print(cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])),
-      int(cache_dirs.stack_ahead_seconds() is not None),
-      cache_dirs.compile_stack_ahead(("probe_package",), min_cores=int(sys.argv[1])))
+first = cache_dirs.start_stack_compile(("probe_package",), min_cores=int(sys.argv[1]))
+again = cache_dirs.start_stack_compile(("probe_package",), min_cores=int(sys.argv[1]))
+compile = cache_dirs.stack_compile()
+print(first, compile.wait() if compile is not None else -1, again)
 """
 
 
 def _compile_ahead(tmp_path: Path, min_cores: int, probe: str = AHEAD_PROBE, **variables: str) -> list[int]:
-    """``probe``'s two calls' worker counts, and between them whether the first was timed, run from stdin in a
-    process whose bytecode a parent command put under the root."""
+    """``probe``'s two calls' worker counts, and between them the started compile's exit status (-1: none started),
+    run from stdin in a process whose bytecode a parent command put under the root."""
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     env.update(UNILAB_CACHE_DIR=str(tmp_path / "root"), PYTHONPATH=f"{tmp_path / 'src'}{os.pathsep}{REPO}", **variables)
     done = subprocess.run(
@@ -243,18 +248,18 @@ def _compile_ahead(tmp_path: Path, min_cores: int, probe: str = AHEAD_PROBE, **v
 
 def test_the_stack_is_compiled_ahead_side_by_side_once_where_its_bytecode_goes_under_the_root(tmp_path: Path) -> None:
     """Where a command keeps the stack's bytecode under the root and has the cores, the stack's packages are compiled
-    there side by side before they are imported, once: the second call finds them. A module that does not compile
-    (written for another Python) is skipped, not fatal. Nothing is written with too few cores, or where Python writes
-    bytecode beside the sources as usual."""
+    there side by side while it imports them, once a process: a second call starts nothing. A module that does not
+    compile (written for another Python) is skipped, not fatal. Nothing is written with too few cores, or where
+    Python writes bytecode beside the sources as usual."""
     package = _probe_package(tmp_path)
     (package / "other_python.py").write_text("match = (\n")
     bytecode = tmp_path / "root" / "bytecode"
     placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(bytecode)}
-    assert _compile_ahead(tmp_path, 10**6, **placed) == [0, 0, 0]  # the middle: whether the compile was timed
+    assert _compile_ahead(tmp_path, 10**6, **placed) == [0, -1, 0]  # the middle: the started compile's status
     assert not list(bytecode.rglob("probe_module*.pyc"))
-    assert _compile_ahead(tmp_path, 1) == [0, 0, 0] and not bytecode.exists()
-    workers, timed, again = _compile_ahead(tmp_path, 1, **placed)
-    assert workers >= 1 and timed == 1 and again == 0
+    assert _compile_ahead(tmp_path, 1) == [0, -1, 0] and not bytecode.exists()
+    workers, status, again = _compile_ahead(tmp_path, 1, **placed)
+    assert workers >= 1 and status == 0 and again == 0
     compiled = sorted(path.name.split(".")[0] for path in bytecode.rglob("*.pyc") if "probe_package" in path.parts)
     assert compiled == ["__init__", "probe_module"]
     assert not (package / "__pycache__").exists()
@@ -266,9 +271,28 @@ def test_the_stack_is_compiled_ahead_whatever_the_caller_s_main_module(tmp_path:
     _probe_package(tmp_path)
     placed = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(tmp_path / "root" / "bytecode")}
     probe = 'import multiprocessing\nmultiprocessing.set_start_method("forkserver")\n' + AHEAD_PROBE
-    workers, _, again = _compile_ahead(tmp_path, 1, probe, **placed)
-    assert workers >= 1 and again == 0
+    workers, status, again = _compile_ahead(tmp_path, 1, probe, **placed)
+    assert workers >= 1 and status == 0 and again == 0
     assert list((tmp_path / "root" / "bytecode").rglob("probe_module.*.pyc"))
+
+
+def test_the_stack_is_compiled_shallowest_first(tmp_path: Path) -> None:
+    """The modules a package's import reaches first are its top-level ones: compiled first, in the packages' order."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for path in ("a/b/deep.py", "a/mid.py", "top.py", "__init__.py"):
+        (first / path).parent.mkdir(parents=True, exist_ok=True)
+        (first / path).write_text("")
+    (second / "__init__.py").parent.mkdir()
+    (second / "__init__.py").write_text("")
+    order = [str(path.relative_to(tmp_path)) for path in shallowest_first([first, second])]
+    assert order == ["first/__init__.py", "first/top.py", "second/__init__.py", "first/a/mid.py", "first/a/b/deep.py"]
+
+
+def test_the_side_compile_imports_none_of_the_stack_it_compiles() -> None:
+    """It runs while the command imports its stack: importing torch itself would cost as long as it saves."""
+    code = "import sys\nimport unilab.core.bytecode_ahead\nprint(sorted({'torch', 'warp', 'numpy'} & set(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.split() == ["[]"]
 
 
 def test_the_stack_s_bytecode_is_looked_for_beside_its_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,17 +78,6 @@ def test_start_up_opens_with_the_imports_then_the_config() -> None:
     assert before - 0.25 - 0.001 <= clock.phases["config"] <= after - 0.25 + 0.001  # rounded to 1 ms
 
 
-def test_a_bytecode_compile_ahead_of_the_imports_is_its_own_phase(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A first command's compile of the stack's bytecode, before its imports, is taken out of them."""
-    from unilab.core import cache_dirs
-    from unilab.run.startup import StartupClock
-
-    monkeypatch.setattr(cache_dirs, "_ahead_seconds", 0.1)
-    clock = StartupClock(imported_after_s=0.25)
-    assert list(clock.phases) == ["bytecode_ahead", "imports", "config"]
-    assert clock.phases["bytecode_ahead"] == 0.1 and clock.phases["imports"] == pytest.approx(0.15)
-
-
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 def test_25_iterations_write_a_complete_run_directory(tmp_path: Path, sim: str) -> None:
     summary = run(compose_config(tiny(tmp_path, sim, "algo.max_iterations=25")))

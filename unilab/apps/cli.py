@@ -19,7 +19,7 @@ from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
 from unilab.apps.early import ahead_device, check_command
 from unilab.core import warp_ahead
-from unilab.core.cache_dirs import compile_stack_ahead, configure, corrupt_bytecode, notice
+from unilab.core.cache_dirs import configure, corrupt_bytecode, notice, start_stack_compile
 
 COMMANDS = {
     "train": ("unilab.apps.train", "train a policy (SAC, FlashSAC or PPO) on a task; key=value overrides"),
@@ -79,16 +79,16 @@ def import_command(prog: str, module: str) -> ModuleType:
     """Import a command's module, saying on a terminal that the stack is loading (torch, torchrl, mujoco, the
     tasks: seconds on a small CPU, tens of seconds under a cold cache, before the command can print anything). The
     line is erased once the import is done, so that what the command prints next, an error included, stands alone.
-    Where the stack's bytecode is kept in the cache and is not there yet, it is first compiled side by side
-    (``compile_stack_ahead``). A damaged file of the bytecode cache is removed and the command started again
-    (``restart_without``)."""
+    Where the stack's bytecode is kept in the cache and is not there yet, it is compiled side by side while the
+    command imports (``start_stack_compile``). A damaged file of the bytecode cache is removed and the command
+    started again (``restart_without``)."""
     status = sys.stderr.isatty()
     if status:
         sys.stderr.write(f"{prog}: loading torch, torchrl, MuJoCo and the tasks...")
         sys.stderr.flush()
     damaged = None
     try:
-        compile_stack_ahead()
+        start_stack_compile()
         return importlib.import_module(module)
     except KeyboardInterrupt:  # Ctrl-C while loading: nothing has started; said below, once the line is erased
         pass

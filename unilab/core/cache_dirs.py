@@ -19,7 +19,7 @@ Python's own bytecode joins them where the environment turned off writing it bes
 without it: every run then compiles torch's modules from source again, about 3.5 s of a GPU machine's 7 s of
 imports. Those runs write it under the root instead (``sys.pycache_prefix``), which leaves the installed packages as
 untouched as the setting meant them to be. The first such run compiles the stack there side by side, where the
-machine has the cores for it (``compile_stack_ahead``).
+machine has the cores for it, while it imports (``start_stack_compile``).
 
 The root is ``$UNILAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/unilab``, else ``~/.cache/unilab``; where that cannot be
 written (a read-only home) a folder in the temporary directory stands in, with a one-line notice, rather than a
@@ -41,7 +41,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -211,10 +210,10 @@ STACK_PACKAGES = (
 )  # fmt: skip
 # Compiled whole, these packages take about 3.7 times the CPU time of the modules a run imports, which Python
 # compiles one after another as it loads them (17.3 s against 4.7 s on a 2-core CPU); side by side on this many
-# cores or more the whole is done first.
+# cores or more the whole keeps ahead of the imports.
 AHEAD_MIN_CORES = 8
-# Seconds ``compile_stack_ahead`` spent compiling in this process; None where it compiled nothing.
-_ahead_seconds: float | None = None
+# The compile ``start_stack_compile`` started in this process; None where it started none.
+_stack_compile: subprocess.Popen[bytes] | None = None
 
 
 def usable_cores() -> int:
@@ -223,36 +222,34 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def compile_stack_ahead(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: int = AHEAD_MIN_CORES) -> int:
-    """Compile ``packages`` into the bytecode cache side by side, one process per core, where ``keep_bytecode``
-    put this process's bytecode there, the machine has ``min_cores`` cores or more and the first package's bytecode
-    is not there yet (a fresh machine's first command: it would otherwise compile the stack one module at a time as
-    it imports it, 8-10 s of an H200 machine's first start). Returns the workers used; 0 where nothing was done. A file
-    that does not compile (a module for another Python) is left for Python to report if it is ever imported."""
+def start_stack_compile(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: int = AHEAD_MIN_CORES) -> int:
+    """Start compiling ``packages`` into the bytecode cache side by side, one process per core, where
+    ``keep_bytecode`` put this process's bytecode there, the machine has ``min_cores`` cores or more and the first
+    package's bytecode is not there yet (a fresh machine's first command: it would otherwise compile the stack one
+    module at a time as it imports it, 8-10 s of an H200 machine's first start). The command imports its stack
+    meanwhile (``unilab.core.bytecode_ahead``: the shallowest modules first). Returns the workers used; 0 where
+    nothing was started, as on a second call."""
+    global _stack_compile
     cores = usable_cores()
-    if sys.pycache_prefix is None or cores < min_cores:  # the usual case, answered before the root is probed
+    if _stack_compile is not None or sys.pycache_prefix is None or cores < min_cores:  # answered before any probe
         return 0
     if _placed_bytecode() is None:
         return 0
     folders = [folder for folder in map(_package_folder, packages) if folder is not None]
     if not folders or Path(importlib.util.cache_from_source(str(folders[0] / "__init__.py"))).is_file():
         return 0
-    # In a process of its own: compileall's workers start from a fork server, which first imports the caller's
-    # main module again (a script run from stdin cannot be, and the pool breaks; a script's unguarded code would run).
+    # In a process of its own: a process pool may start from a fork server, which first imports the caller's main
+    # module again (a script run from stdin cannot be, and the pool breaks; a script's unguarded code would run).
     prefix = f"pycache_prefix={sys.pycache_prefix}"
-    command = [sys.executable, "-X", prefix, "-m", "compileall", "-qq", "-j", str(cores), *map(str, folders)]
+    command = [sys.executable, "-X", prefix, "-m", "unilab.core.bytecode_ahead", str(cores), *map(str, folders)]
     quiet = subprocess.DEVNULL
-    global _ahead_seconds
-    began = time.perf_counter()
-    subprocess.run(command, stdin=quiet, stdout=quiet, stderr=quiet, check=False)
-    _ahead_seconds = time.perf_counter() - began
+    _stack_compile = subprocess.Popen(command, stdin=quiet, stdout=quiet, stderr=quiet)
     return cores
 
 
-def stack_ahead_seconds() -> float | None:
-    """How long ``compile_stack_ahead`` compiled in this process, before the imports began; None where it compiled
-    nothing. The start-up split shows it apart from the imports, since only a first command pays it."""
-    return _ahead_seconds
+def stack_compile() -> subprocess.Popen[bytes] | None:
+    """The compile ``start_stack_compile`` started in this process, running or done; None where it started none."""
+    return _stack_compile
 
 
 def corrupt_bytecode(error: BaseException) -> Path | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from unilab.core.cache_dirs import CacheDir, stack_ahead_seconds
+from unilab.core.cache_dirs import CacheDir
 from unilab.core.device import settle
 
 
@@ -95,9 +95,7 @@ class StartupClock:
     def __init__(self, imported_after_s: float | None) -> None:
         """``imported_after_s``: the process's age once the command's modules were imported. The time from the
         process start to here splits into ``imports`` (the interpreter and those imports) and ``config`` (the
-        rest: parsing and composing the config; in a process that imported the command long before, that too).
-        A first command's compile of the stack's bytecode ahead of its imports is ``bytecode_ahead``, taken out
-        of ``imports``."""
+        rest: parsing and composing the config; in a process that imported the command long before, that too)."""
         # Set once the run's device is known; from then on every mark waits for it.
         self.device: torch.device | None = None
         self.phases: dict[str, float] = {}
@@ -110,12 +108,7 @@ class StartupClock:
         self._compile_before = compile_totals()
         before = process_age_s()
         if before is not None and imported_after_s is not None:
-            imports = min(imported_after_s, before)
-            ahead = stack_ahead_seconds()  # a first command's bytecode, compiled before the imports
-            if ahead is not None:
-                self.phases["bytecode_ahead"] = round(min(ahead, imports), 3)
-                imports -= self.phases["bytecode_ahead"]
-            self.phases["imports"] = round(imports, 3)
+            self.phases["imports"] = round(min(imported_after_s, before), 3)
             self.phases["config"] = round(max(0.0, before - imported_after_s), 3)
         self._started = time.time()
         self._origin = self._started - sum(self.phases.values())

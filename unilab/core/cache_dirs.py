@@ -222,33 +222,30 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def start_stack_compile(packages: tuple[str, ...] = STACK_PACKAGES, min_cores: int = AHEAD_MIN_CORES) -> int:
+def start_stack_compile(
+    packages: tuple[str, ...] = STACK_PACKAGES, min_cores: int = AHEAD_MIN_CORES
+) -> subprocess.Popen[bytes] | None:
     """Start compiling ``packages`` into the bytecode cache side by side, one process per core, where
     ``keep_bytecode`` put this process's bytecode there, the machine has ``min_cores`` cores or more and the first
     package's bytecode is not there yet (a fresh machine's first command: it would otherwise compile the stack one
     module at a time as it imports it, 8-10 s of an H200 machine's first start). The command imports its stack
-    meanwhile (``unilab.core.bytecode_ahead``: the shallowest modules first). Returns the workers used; 0 where
-    nothing was started, as on a second call."""
+    meanwhile (``unilab.core.bytecode_ahead``: the shallowest modules first). Returns the compile's process; None
+    where none was started, as on a second call."""
     global _stack_compile
     cores = usable_cores()
     if _stack_compile is not None or sys.pycache_prefix is None or cores < min_cores:  # answered before any probe
-        return 0
+        return None
     if _placed_bytecode() is None:
-        return 0
+        return None
     folders = [folder for folder in map(_package_folder, packages) if folder is not None]
     if not folders or Path(importlib.util.cache_from_source(str(folders[0] / "__init__.py"))).is_file():
-        return 0
+        return None
     # In a process of its own: a process pool may start from a fork server, which first imports the caller's main
     # module again (a script run from stdin cannot be, and the pool breaks; a script's unguarded code would run).
     prefix = f"pycache_prefix={sys.pycache_prefix}"
     command = [sys.executable, "-X", prefix, "-m", "unilab.core.bytecode_ahead", str(cores), *map(str, folders)]
     quiet = subprocess.DEVNULL
     _stack_compile = subprocess.Popen(command, stdin=quiet, stdout=quiet, stderr=quiet)
-    return cores
-
-
-def stack_compile() -> subprocess.Popen[bytes] | None:
-    """The compile ``start_stack_compile`` started in this process, running or done; None where it started none."""
     return _stack_compile
 
 

@@ -67,11 +67,12 @@ def test_the_recording_names_every_module_a_real_step_loads() -> None:
         "import mujoco_warp as mjw\n"
         "from warp._src.context import user_modules\n"
         "from unilab.robots import g1\n"
-        "from unilab.sim import make_backend\n"
+        "from unilab.sim import make_backend, warp_model\n"
         "from unilab.sim.kernel_prebuild import launched_kernels\n"
         "sim = make_backend('mjwarp', g1.load_model(), 1, device='cpu')\n"
-        "d = sim._scratch_data()\n"
-        "named = {(m.name, dim) for m, dim in launched_kernels(lambda: sim._step_and_refresh(d), 'cpu')}\n"
+        "d = warp_model.scratch_data(sim.model, sim.config)\n"
+        "step = lambda: warp_model.step_and_refresh(sim._m, d)\n"
+        "named = {(m.name, dim) for m, dim in launched_kernels(step, 'cpu')}\n"
         "loaded = lambda: {(name, key[1]) for name, module in user_modules.items() for key in module.execs}\n"
         "before = loaded()\n"
         "sim._step_scratch()\n"
@@ -89,11 +90,11 @@ def test_a_step_with_the_segmented_pair_search_records_and_the_native_sorts_come
     kernels would have written: recorded, the sort does nothing (it refused the unfilled bounds when it ran), and
     Warp's own functions are back once the recording ends."""
     from unilab.robots import g1
-    from unilab.sim import SimConfig, make_backend
+    from unilab.sim import SimConfig, make_backend, warp_model
 
     sim = make_backend("mjwarp", g1.load_model(), 2, device="cpu", config=SimConfig(broadphase="sap_segmented"))
     natives = {name: getattr(wp.utils, name) for name in ("segmented_sort_pairs", "radix_sort_pairs", "array_scan")}
-    d = sim._scratch_data()
-    named = {module.name for module, _ in launched_kernels(lambda: sim._step_and_refresh(d), "cpu")}
+    d = warp_model.scratch_data(sim.model, sim.config)
+    named = {module.name for module, _ in launched_kernels(lambda: warp_model.step_and_refresh(sim._m, d), "cpu")}
     assert any(name.startswith("_sap_broadphase") for name in named)  # the pair search's own kernels, after the sort
     assert {name: getattr(wp.utils, name) for name in natives} == natives

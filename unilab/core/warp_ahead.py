@@ -43,6 +43,8 @@ _CPU_CODE = (".o",)
 WAIT_LIMIT_S = 300.0
 # The side process this process started, if any; ``wait`` joins it once.
 _started: subprocess.Popen | None = None
+# Whether this process started one: Warp's kernel cache lacked the step modules when the command began.
+_ever_started = False
 
 
 def kernel_cache() -> Path | None:
@@ -73,14 +75,21 @@ def start(device: str, min_cores: int = AHEAD_MIN_CORES) -> bool:
     """Start the side process that compiles the step modules for ``device`` (a Warp device name), where the machine
     has ``min_cores`` cores or more and Warp's kernel cache lacks them; returns whether it started. Call it after
     ``cache_dirs.configure``, whose variables the side process inherits."""
-    global _started
+    global _started, _ever_started
     folder = kernel_cache()
     if _started is not None or usable_cores() < min_cores or folder is None or cached(folder, device):
         return False
     quiet = subprocess.DEVNULL
     command = [sys.executable, "-m", __name__, device]
     _started = subprocess.Popen(command, stdin=quiet, stdout=quiet, stderr=quiet)
+    _ever_started = True
     return True
+
+
+def started() -> bool:
+    """Whether this process started the side process, waited for or not: Warp's kernel cache was cold for the
+    command's device when it began, so a model's own kernels are missing from it too (``unilab.sim.kernels_ahead``)."""
+    return _ever_started
 
 
 def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:

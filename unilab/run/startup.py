@@ -156,6 +156,8 @@ class StartupClock:
         k = self.kernel_build
         if k:
             line += f"; physics kernels built beside the tracing in {k['build']:.1f} s, waited for {k['waited']:.1f} s"
+            if "side_process" in k:
+                line += f" (of the build, {k['side_process']:.1f} s for the side process compiling them)"
         return line
 
 

@@ -294,8 +294,9 @@ class SimBackend(ABC):
 
     def kernel_build_seconds(self) -> dict[str, float]:
         """Of the last ``begin_kernel_build`` once waited for: how long it took (``build``, beside the caller) and how
-        long the caller then waited for it (``waited``); empty where nothing was built beside the caller. Not parts
-        of one start-up phase but an overlap, which says whether the build or the caller's own work held it up."""
+        long the caller then waited for it (``waited``), and where a side process compiled the kernels, how long the
+        build waited for it (``side_process``); empty where nothing was built beside the caller. Not parts of one
+        start-up phase but an overlap, which says whether the build or the caller's own work held it up."""
         return {}
 
     @abstractmethod

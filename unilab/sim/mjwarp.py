@@ -16,14 +16,11 @@ a host sync per iteration.
 from __future__ import annotations
 
 import functools
-import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 
 import mujoco
 import mujoco_warp as mjw
@@ -31,53 +28,30 @@ import torch
 import warp as wp
 
 from unilab.core import warp_ahead
-from unilab.core.cache_dirs import drop_corrupt_warp_modules
-from unilab.sim import hfield_fix
-from unilab.sim.base import CARRIED, DERIVED, Capabilities, SimBackend, SimConfig, SimState, subtree_matrix
-from unilab.sim.kernel_prebuild import launched_kernels, load_variants
+from unilab.sim import hfield_fix, kernels_ahead
+from unilab.sim.base import (
+    CARRIED,
+    DERIVED,
+    Capabilities,
+    SimBackend,
+    SimConfig,
+    SimState,
+    subtree_matrix,
+)
+from unilab.sim.warp_model import (
+    SOLVER_LIMITS,
+    build_model_kernels,
+    device_model,
+    init_warp,
+    per_world_fields,
+    refresh,
+    scratch_data,
+    step_and_refresh,
+)
 
-_GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
-# The mjw.Model fields a per-world parameter of the state sets (SimConfig.per_world).
-_PARAM_FIELDS = {
-    "geom_friction": ("geom_friction",),
-    "body_mass": ("body_mass", "body_subtreemass"),
-    "body_ipos": ("body_ipos",),
-    "body_inertia": ("body_inertia",),
-    "actuator_strength": ("actuator_forcerange",),
-}
 # The flag mujoco_warp sets in a world's ``Data.overflow`` when a height-field collision found more contacts than
 # its collider keeps.
 HFIELD_CAP = int(mjw.OverflowType.HFIELD)
-# The flags of a solve that stopped at its iteration limit. mujoco_warp prints a line for every world and physics
-# step where that happens (thousands of lines in a Go1 run on a GPU); the backend turns the print off and counts the
-# control steps instead (``solver_limit_steps``).
-SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
-_NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
-
-
-def _init_warp() -> None:
-    """``wp.init()``, minus the native warning Warp prints on machines without a CUDA driver (where only its
-    CPU device is wanted, that is no news); anything else it prints still reaches stderr."""
-    with tempfile.TemporaryFile() as captured:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(captured.fileno(), 2)
-        try:
-            wp.init()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        captured.seek(0)
-        lines = captured.read().decode(errors="replace").splitlines(keepends=True)
-    sys.stderr.write("".join(line for line in lines if _NO_DRIVER not in line))
-    _check_kernel_cache()
-
-
-@functools.cache
-def _check_kernel_cache() -> None:
-    """Once per process, before the first module loads: a corrupt module in Warp's kernel cache would fail its first
-    launch with Warp's own error, run after run; removed, it is compiled again."""
-    drop_corrupt_warp_modules(Path(wp.config.kernel_cache_dir))
 
 
 @functools.cache
@@ -128,19 +102,6 @@ def _wait_for_builds() -> None:
         _BUILDS.pop(0).wait()
 
 
-def _refresh(m: mjw.Model, d: mjw.Data) -> None:
-    """Bring poses, velocities and sensors up to the current qpos/qvel.
-
-    ``mjw.step`` leaves them at the start of its last substep; tasks observe the state the policy acts from, so
-    the position and velocity stages are recomputed.
-    """
-    mjw.kinematics(m, d)
-    mjw.com_pos(m, d)
-    mjw.sensor_pos(m, d)
-    mjw.com_vel(m, d)
-    mjw.sensor_vel(m, d)
-
-
 class MjWarpBackend(SimBackend):
     name = "mjwarp"
     capabilities = Capabilities(graph_capturable=True)
@@ -150,18 +111,15 @@ class MjWarpBackend(SimBackend):
         _wait_for_builds()
         wp.config.log_level = wp.LOG_WARNING  # INFO prints a line for every kernel module loaded
         hfield_fix.install()  # before the first kernel is built
-        _init_warp()
+        init_warp()
         self._wp_device = str(device)  # cpu, or cuda:N: make_backend resolves the index
         if device.type == "cpu":
             _note_cpu_kernels()
-        per_world = _GAIN_FIELDS + tuple(field for name in self.params for field in _PARAM_FIELDS[name])
+        if warp_ahead.started():  # a cold kernel cache: this model's own kernels are compiled in a side process too
+            kernels_ahead.start(model, num_worlds, config, self._wp_device)
+        per_world = per_world_fields(self.params)
         with wp.ScopedDevice(self._wp_device):
-            # Gains, and the parameters the task varies, are per world so that tasks can randomise them; every
-            # other model field stays shared (leading dimension 1).
-            self._m = mjw.put_model(model, batch_sizes={f: num_worlds for f in per_world})
-            self._m.opt.warn_overflow = int(self._m.opt.warn_overflow) & ~SOLVER_LIMITS
-            if config.broadphase is not None:
-                self._m.opt.broadphase = mjw.BroadphaseType[config.broadphase.upper()]
+            self._m = device_model(model, num_worlds, config)
             self._d = mjw.make_data(model, nworld=num_worlds, nconmax=config.nconmax, njmax=config.njmax)
         waited = warp_ahead.wait()  # for the side process compiling the step modules, where the command started one
         if waited is not None:
@@ -193,6 +151,7 @@ class MjWarpBackend(SimBackend):
         self._njmax = config.njmax
         self._naconmax = d.naconmax
         self._kernel_build: _Build | None = None
+        self._side_wait: float | None = None  # how long the build waited for ``kernels_ahead``'s side process
 
     def begin_kernel_build(self) -> None:
         """Build, on a thread beside the caller, the solver kernels that mujoco_warp makes for this model's sizes
@@ -215,30 +174,25 @@ class MjWarpBackend(SimBackend):
         build = self._kernel_build
         if build is None or build.waited is None:
             return {}
-        return {"build": round(build.seconds, 3), "waited": round(build.waited, 3)}
+        report = {"build": round(build.seconds, 3), "waited": round(build.waited, 3)}
+        if self._side_wait is not None:  # of ``build``, the wait for the side process that compiled the kernels
+            report["side_process"] = round(self._side_wait, 3)
+        return report
 
     def _build(self) -> None:
         """The kernels of a recorded scratch step compiled side by side, then a real scratch step for anything the
-        recording missed. The recording swaps Warp's launch for the whole process, which is safe here: every
-        physics call of a backend waits for the builds first, and no other code launches Warp kernels."""
-        with wp.ScopedDevice(self._wp_device):
-            d = self._scratch_data()
-            variants = launched_kernels(lambda: self._step_and_refresh(d), self._wp_device)
-        load_variants(variants, self._wp_device)
+        recording missed. Where a side process compiles them (``kernels_ahead``), this waits for it first and then
+        loads them from the cache. The recording swaps Warp's launch for the whole process, which is safe here:
+        every physics call of a backend waits for the builds first, and no other code launches Warp kernels."""
+        self._side_wait = kernels_ahead.wait()
+        build_model_kernels(self._m, self.model, self.config, self._wp_device)
         self._step_scratch()
-
-    def _scratch_data(self) -> mjw.Data:
-        return mjw.make_data(self.model, nworld=1, nconmax=self.config.nconmax, njmax=self.config.njmax)
-
-    def _step_and_refresh(self, d: mjw.Data) -> None:
-        mjw.step(self._m, d)
-        _refresh(self._m, d)
 
     def _step_scratch(self) -> None:
         with wp.ScopedDevice(self._wp_device):
             stream = wp.Stream(self._wp_device) if self.device.type == "cuda" else None
             with wp.ScopedStream(stream):
-                self._step_and_refresh(self._scratch_data())
+                step_and_refresh(self._m, scratch_data(self.model, self.config))
                 if stream is not None:  # the scratch arrays are freed on return
                     wp.synchronize_stream(stream)
 
@@ -326,14 +280,14 @@ class MjWarpBackend(SimBackend):
             if self._read_flags & HFIELD_CAP:
                 self._overflow[2] += (self._flags & HFIELD_CAP).ne(0).any().long()
             self._flags.bitwise_and_(~self._read_flags)
-            _refresh(self._m, self._d)
+            refresh(self._m, self._d)
 
     def _forward(self, state: SimState, mask: torch.Tensor) -> None:
         # Recomputing every world is cheaper than selecting some, and gives the others the values they had.
         _wait_for_builds()
         self._write_params(state)  # centres of mass and masses place xipos and subtree_com
         with self._bound({name: state[name] for name in ("qpos", "qvel", *DERIVED)}), self._on_torch_stream():
-            _refresh(self._m, self._d)
+            refresh(self._m, self._d)
 
     def overflow_tensor(self) -> torch.Tensor:
         return self._overflow

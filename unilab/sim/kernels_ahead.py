@@ -1,0 +1,98 @@
+"""A model's own MuJoCo Warp kernels compiled in a side process, from the moment its backend is built.
+
+mujoco_warp makes kernels per model (its sizes, collision pairs and solver settings) inside the step, and the
+backend compiles them on threads beside the env step's tracing (``MjWarpBackend.begin_kernel_build``). On a fresh
+machine that build is long (on an H100, 33-45 s for the G1, against 25-32 s alone) and starts late, once the env is
+reset: SAC's flat walk then waited 5.6-8.8 s for it at the end of its warm-up. Its threads also share the run's
+interpreter, whose tracing and Inductor's compile hold the lock that Warp's code generation needs. A side process
+started as the backend is built compiles the same kernels into Warp's kernel cache, with an interpreter of its own
+and from seconds earlier; the backend's build then waits for it (``wait``) and loads them from the cache.
+
+It starts only where Warp's kernel cache was cold when the command began (``warp_ahead.started``): a warm cache
+has the kernels, and the side process would only cost the build its wait. What it fails to compile, the backend's
+build compiles, as without it.
+
+``python -m unilab.sim.kernels_ahead MODEL SETTINGS NUM_WORLDS DEVICE`` is the side process: MODEL a saved MjModel,
+SETTINGS the ``SimConfig`` as JSON, both in a folder it removes once read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mujoco
+
+from unilab.core.cache_dirs import notice
+from unilab.sim.base import SimConfig
+
+# How long a backend's build waits for the side process: tens of seconds on a fresh machine; far longer is a compiler
+# that hangs, and the build then compiles the kernels itself.
+WAIT_LIMIT_S = 300.0
+# The side process this process started, if any; ``wait`` joins it once.
+_started: subprocess.Popen | None = None
+# Whether this process started one. Only its first backend's model gets one: a command that builds more (eval's
+# suites) would otherwise have each build wait for a process that starts up to find little left to compile.
+_ever_started = False
+
+
+def start(model: mujoco.MjModel, num_worlds: int, config: SimConfig, device: str) -> bool:
+    """Start the side process that compiles ``model``'s own kernels for ``device`` as a backend of ``num_worlds``
+    worlds under ``config`` makes them; returns whether it started (once a process)."""
+    global _started, _ever_started
+    if _ever_started:
+        return False
+    _ever_started = True
+    folder = Path(tempfile.mkdtemp(prefix="unilab-kernels-"))
+    mujoco.mj_saveModel(model, str(folder / "model.mjb"), None)
+    (folder / "settings.json").write_text(json.dumps(dataclasses.asdict(config)))
+    quiet = subprocess.DEVNULL
+    command = [sys.executable, "-m", __name__, str(folder / "model.mjb"), str(folder / "settings.json")]
+    _started = subprocess.Popen([*command, str(num_worlds), device], stdin=quiet, stdout=quiet, stderr=quiet)
+    return True
+
+
+def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
+    """Wait for the side process this process started, once; the seconds waited, or None where there was none to
+    wait for. Its exit status is not read: what it failed to compile, the caller compiles. One still running after
+    ``limit_s`` is killed, with a line saying so."""
+    global _started
+    if _started is None:
+        return None
+    process, _started = _started, None
+    began = time.perf_counter()
+    try:
+        process.wait(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        notice(f"the model's Warp kernels were not compiled beside the run within {limit_s:g} s; compiling them here")
+    return time.perf_counter() - began
+
+
+def build(model_path: Path, settings_path: Path, num_worlds: int, device: str) -> None:
+    """The side process's work (its output goes nowhere): the backend's per-model kernels, built as it builds them."""
+    import warp as wp
+
+    from unilab.sim import hfield_fix, warp_model
+
+    model = mujoco.MjModel.from_binary_path(str(model_path))
+    settings = json.loads(settings_path.read_text())
+    shutil.rmtree(model_path.parent, ignore_errors=True)
+    config = SimConfig(**{**settings, "per_world": tuple(settings["per_world"])})
+    wp.config.log_level = wp.LOG_WARNING
+    hfield_fix.install()
+    warp_model.init_warp()
+    with wp.ScopedDevice(device):
+        m = warp_model.device_model(model, num_worlds, config)
+    warp_model.build_model_kernels(m, model, config, device)
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

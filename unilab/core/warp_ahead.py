@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 
-from unilab.core.cache_dirs import AHEAD_MIN_CORES, notice, usable_cores
+from unilab.core import side_process
+from unilab.core.cache_dirs import AHEAD_MIN_CORES, usable_cores
 
 # mujoco_warp's modules whose kernels a step launches, whatever the model. Kernels that mujoco_warp makes per model
 # live in modules of their own (``MjWarpBackend.begin_kernel_build`` builds those).
@@ -101,14 +101,8 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
     if _started is None:
         return None
     process, _started = _started, None
-    began = time.perf_counter()
-    try:
-        process.wait(timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        notice(f"Warp's step modules were not compiled beside the imports within {limit_s:g} s; compiling them here")
-    return time.perf_counter() - began
+    late = f"Warp's step modules were not compiled beside the imports within {limit_s:g} s; compiling them here"
+    return side_process.join(process, limit_s, late)
 
 
 def load_step_modules(device: str) -> None:

@@ -24,12 +24,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import mujoco
 
-from unilab.core.cache_dirs import notice
+from unilab.core import side_process
 from unilab.sim.base import SimConfig
 
 # How long a backend's build waits for the side process: tens of seconds on a fresh machine; far longer is a compiler
@@ -66,14 +65,8 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
     if _started is None:
         return None
     process, _started = _started, None
-    began = time.perf_counter()
-    try:
-        process.wait(timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        notice(f"the model's Warp kernels were not compiled beside the run within {limit_s:g} s; compiling them here")
-    return time.perf_counter() - began
+    late = f"the model's Warp kernels were not compiled beside the run within {limit_s:g} s; compiling them here"
+    return side_process.join(process, limit_s, late)
 
 
 def build(model_path: Path, settings_path: Path, num_worlds: int, device: str) -> None:

@@ -27,7 +27,6 @@ import pickle
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -35,6 +34,7 @@ from tensordict import TensorDict
 
 import torchrl_ext
 from torchrl_ext.distributed import ALONE
+from unilab.core import side_process
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
 from unilab.train.off_policy import TRANSITION_KEYS
@@ -130,15 +130,10 @@ class UpdatePrewarm:
 
     def wait(self, limit_s: float = LIMIT_S) -> float:
         """Seconds waited for the side process to end; past ``limit_s`` it is ended, and the run compiles alone."""
-        began = time.perf_counter()
         try:
-            self._process.wait(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+            return side_process.join(self._process, limit_s)
         finally:
             self._payload.unlink(missing_ok=True)
-        return time.perf_counter() - began
 
     def stop(self) -> None:
         """End the side process early (the run failed before its first update)."""

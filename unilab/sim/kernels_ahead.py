@@ -27,8 +27,10 @@ import tempfile
 from pathlib import Path
 
 import mujoco
+import warp as wp
 
 from unilab.core import side_process
+from unilab.sim import hfield_fix, warp_model
 from unilab.sim.base import SimConfig
 
 # How long a backend's build waits for the side process: tens of seconds on a fresh machine; far longer is a compiler
@@ -71,10 +73,6 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
 
 def build(model_path: Path, settings_path: Path, num_worlds: int, device: str) -> None:
     """The side process's work (its output goes nowhere): the backend's per-model kernels, built as it builds them."""
-    import warp as wp
-
-    from unilab.sim import hfield_fix, warp_model
-
     model = mujoco.MjModel.from_binary_path(str(model_path))
     settings = json.loads(settings_path.read_text())
     shutil.rmtree(model_path.parent, ignore_errors=True)

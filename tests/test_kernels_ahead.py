@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import mujoco
@@ -97,3 +98,19 @@ def test_start_is_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
     model_path.unlink()
     settings_path.unlink()
     model_path.parent.rmdir()
+
+
+def test_a_side_process_that_cannot_start_leaves_the_build_to_the_backend(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No room for its input files: nothing starts, nothing is left behind, and the run goes on."""
+    monkeypatch.setattr(kernels_ahead, "_ever_started", False)
+    monkeypatch.setattr(kernels_ahead, "_started", None)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(mujoco, "mj_saveModel", full)
+    assert not kernels_ahead.start(g1.load_model(), 2, SimConfig(), "cpu")
+    assert kernels_ahead.wait() is None and list(tmp_path.iterdir()) == []

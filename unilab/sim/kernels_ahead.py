@@ -45,17 +45,24 @@ _ever_started = False
 
 def start(model: mujoco.MjModel, num_worlds: int, config: SimConfig, device: str) -> bool:
     """Start the side process that compiles ``model``'s own kernels for ``device`` as a backend of ``num_worlds``
-    worlds under ``config`` makes them; returns whether it started (once a process)."""
+    worlds under ``config`` makes them; returns whether it started (once a process). Where it cannot (no room for
+    its input files, a model MuJoCo will not save), the backend's build compiles the kernels, as without it."""
     global _started, _ever_started
     if _ever_started:
         return False
     _ever_started = True
-    folder = Path(tempfile.mkdtemp(prefix="unilab-kernels-"))
-    mujoco.mj_saveModel(model, str(folder / "model.mjb"), None)
-    (folder / "settings.json").write_text(json.dumps(dataclasses.asdict(config)))
-    quiet = subprocess.DEVNULL
-    command = [sys.executable, "-m", __name__, str(folder / "model.mjb"), str(folder / "settings.json")]
-    _started = subprocess.Popen([*command, str(num_worlds), device], stdin=quiet, stdout=quiet, stderr=quiet)
+    folder = None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="unilab-kernels-"))
+        mujoco.mj_saveModel(model, str(folder / "model.mjb"), None)
+        (folder / "settings.json").write_text(json.dumps(dataclasses.asdict(config)))
+        quiet = subprocess.DEVNULL
+        command = [sys.executable, "-m", __name__, str(folder / "model.mjb"), str(folder / "settings.json")]
+        _started = subprocess.Popen([*command, str(num_worlds), device], stdin=quiet, stdout=quiet, stderr=quiet)
+    except (OSError, ValueError):
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        return False
     return True
 
 

@@ -13,7 +13,7 @@ import mujoco
 import pytest
 import torch
 
-from unilab.core import warp_ahead
+from unilab.core import side_process, warp_ahead
 from unilab.robots import g1
 from unilab.sim import SimConfig, kernels_ahead, make_backend
 
@@ -60,7 +60,7 @@ def test_the_build_waits_for_the_side_process_and_says_so(monkeypatch: pytest.Mo
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
     state = backend.initial_state()
     side = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
-    monkeypatch.setattr(kernels_ahead, "_started", side)
+    monkeypatch.setattr(kernels_ahead._side, "process", side)
     backend.begin_kernel_build()
     backend.step_(state, torch.zeros(1, backend.model.nu))
     report = backend.kernel_build_seconds()
@@ -73,18 +73,17 @@ def test_the_side_process_starts_once_and_only_on_a_cold_kernel_cache(monkeypatc
     backends (eval's suites) do not."""
     started = []
     monkeypatch.setattr(kernels_ahead, "start", lambda *args: started.append(args[1:]) or True)
-    monkeypatch.setattr(warp_ahead, "_ever_started", False)
+    monkeypatch.setattr(warp_ahead._side, "started", False)
     make_backend("mjwarp", g1.load_model(), 2, device="cpu")
     assert started == []
-    monkeypatch.setattr(warp_ahead, "_ever_started", True)
+    monkeypatch.setattr(warp_ahead._side, "started", True)
     make_backend("mjwarp", g1.load_model(), 2, device="cpu")
     assert len(started) == 1 and started[0][0] == 2 and started[0][2] == "cpu"
 
 
 def test_start_is_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
     launched = []
-    monkeypatch.setattr(kernels_ahead, "_ever_started", False)
-    monkeypatch.setattr(kernels_ahead, "_started", None)
+    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending())
     monkeypatch.setattr(subprocess, "Popen", lambda command, **kwargs: launched.append(command) or "process")
     model = g1.load_model()
     assert kernels_ahead.start(model, 2, SimConfig(), "cpu")
@@ -93,7 +92,7 @@ def test_start_is_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
     assert command[1:3] == ["-m", "unilab.sim.kernels_ahead"] and command[-2:] == ["2", "cpu"]
     model_path, settings_path = map(Path, command[3:5])
     assert model_path.is_file() and settings_path.is_file()
-    monkeypatch.setattr(kernels_ahead, "_started", None)  # the fake process is not waited for
+    monkeypatch.setattr(kernels_ahead._side, "process", None)  # the fake process is not waited for
     assert mujoco.MjModel.from_binary_path(str(model_path)).nq == model.nq
     model_path.unlink()
     settings_path.unlink()
@@ -104,8 +103,7 @@ def test_a_side_process_that_cannot_start_leaves_the_build_to_the_backend(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """No room for its input files: nothing starts, nothing is left behind, and the run goes on."""
-    monkeypatch.setattr(kernels_ahead, "_ever_started", False)
-    monkeypatch.setattr(kernels_ahead, "_started", None)
+    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending())
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def full(*args: object, **kwargs: object) -> None:

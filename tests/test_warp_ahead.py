@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from unilab.apps.early import ahead_device
-from unilab.core import warp_ahead
+from unilab.core import side_process, warp_ahead
 from unilab.core.warp_ahead import STEP_MODULES, cached, kernel_cache
 from unilab.robots import g1
 from unilab.sim import make_backend
@@ -77,8 +77,8 @@ def test_the_side_process_starts_only_where_it_can_help(tmp_path: Path, monkeypa
         started.append(FakeProcess(command, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(warp_ahead.subprocess, "Popen", popen)
-    monkeypatch.setattr(warp_ahead, "_started", None)
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(warp_ahead, "_side", side_process.Pending())
     monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path))
     assert warp_ahead.wait() is None  # nothing to wait for
     assert not warp_ahead.start("cuda:0", min_cores=10_000)  # no cores to spare
@@ -98,7 +98,7 @@ def test_the_side_process_starts_only_where_it_can_help(tmp_path: Path, monkeypa
 def test_the_backend_waits_for_the_side_process_and_says_how_long(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before it loads the step modules; a backend built with no side process running reports no wait."""
     process = FakeProcess([])
-    monkeypatch.setattr(warp_ahead, "_started", process)
+    monkeypatch.setattr(warp_ahead._side, "process", process)
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
     assert process.waits == 1 and backend.startup["warp_ahead"] >= 0 and "warp_load" in backend.startup
     assert "warp_ahead" not in make_backend("mjwarp", g1.load_model(), 1, device="cpu").startup
@@ -108,7 +108,7 @@ def test_a_side_process_that_hangs_is_killed_and_said(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     process = FakeProcess([], hangs=True)
-    monkeypatch.setattr(warp_ahead, "_started", process)
+    monkeypatch.setattr(warp_ahead._side, "process", process)
     assert warp_ahead.wait(limit_s=0.01) is not None
     assert process.killed
     assert "not compiled beside the imports within 0.01 s" in capsys.readouterr().err

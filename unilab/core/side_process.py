@@ -25,3 +25,25 @@ def join(process: subprocess.Popen, limit_s: float, late: str | None = None) -> 
         if late is not None:
             notice(late)
     return time.perf_counter() - began
+
+
+class Pending:
+    """The side process a module starts for the command, joined at most once. ``started`` stays true once one has
+    been started (or the module's once-a-process rule has been spent), waited for or not."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.started = False
+
+    def launch(self, command: list[str]) -> None:
+        """Start ``command`` with nothing read from it or shown: it works into the caches."""
+        quiet = subprocess.DEVNULL
+        self.process = subprocess.Popen(command, stdin=quiet, stdout=quiet, stderr=quiet)
+        self.started = True
+
+    def join(self, limit_s: float, late: str) -> float | None:
+        """``join`` the process once; None where none is pending (never started, or already joined)."""
+        if self.process is None:
+            return None
+        process, self.process = self.process, None
+        return join(process, limit_s, late)

@@ -20,7 +20,6 @@ run's process: it is imported before them.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -41,10 +40,8 @@ _CPU_CODE = (".o",)
 # How long the backend waits for the side process: its compile takes tens of seconds on a fresh machine; far longer is
 # a compiler that hangs, and the backend then compiles the modules itself.
 WAIT_LIMIT_S = 300.0
-# The side process this process started, if any; ``wait`` joins it once.
-_started: subprocess.Popen | None = None
-# Whether this process started one: Warp's kernel cache lacked the step modules when the command began.
-_ever_started = False
+# The side process this process started, if any: Warp's kernel cache lacked the step modules when the command began.
+_side = side_process.Pending()
 
 
 def kernel_cache() -> Path | None:
@@ -75,21 +72,17 @@ def start(device: str, min_cores: int = AHEAD_MIN_CORES) -> bool:
     """Start the side process that compiles the step modules for ``device`` (a Warp device name), where the machine
     has ``min_cores`` cores or more and Warp's kernel cache lacks them; returns whether it started. Call it after
     ``cache_dirs.configure``, whose variables the side process inherits."""
-    global _started, _ever_started
     folder = kernel_cache()
-    if _started is not None or usable_cores() < min_cores or folder is None or cached(folder, device):
+    if _side.process is not None or usable_cores() < min_cores or folder is None or cached(folder, device):
         return False
-    quiet = subprocess.DEVNULL
-    command = [sys.executable, "-m", __name__, device]
-    _started = subprocess.Popen(command, stdin=quiet, stdout=quiet, stderr=quiet)
-    _ever_started = True
+    _side.launch([sys.executable, "-m", __name__, device])
     return True
 
 
 def started() -> bool:
     """Whether this process started the side process, waited for or not: Warp's kernel cache was cold for the
     command's device when it began, so a model's own kernels are missing from it too (``unilab.sim.kernels_ahead``)."""
-    return _ever_started
+    return _side.started
 
 
 def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
@@ -97,12 +90,8 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
     wait for (never started, or already waited for). Its exit status is not read: what it failed to compile, the
     caller compiles. One still running after ``limit_s`` (a compiler that hangs) is killed, with a line saying so,
     and the caller compiles the modules itself."""
-    global _started
-    if _started is None:
-        return None
-    process, _started = _started, None
     late = f"Warp's step modules were not compiled beside the imports within {limit_s:g} s; compiling them here"
-    return side_process.join(process, limit_s, late)
+    return _side.join(limit_s, late)
 
 
 def load_step_modules(device: str) -> None:

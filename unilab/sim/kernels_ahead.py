@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,29 +35,26 @@ from unilab.sim.base import SimConfig
 # How long a backend's build waits for the side process: tens of seconds on a fresh machine; far longer is a compiler
 # that hangs, and the build then compiles the kernels itself.
 WAIT_LIMIT_S = 300.0
-# The side process this process started, if any; ``wait`` joins it once.
-_started: subprocess.Popen | None = None
-# Whether this process started one. Only its first backend's model gets one: a command that builds more (eval's
-# suites) would otherwise have each build wait for a process that starts up to find little left to compile.
-_ever_started = False
+# The side process this process started, if any. Only its first backend's model gets one: a command that builds
+# more (eval's suites) would otherwise have each build wait for a process that starts up to find little left to
+# compile.
+_side = side_process.Pending()
 
 
 def start(model: mujoco.MjModel, num_worlds: int, config: SimConfig, device: str) -> bool:
     """Start the side process that compiles ``model``'s own kernels for ``device`` as a backend of ``num_worlds``
     worlds under ``config`` makes them; returns whether it started (once a process). Where it cannot (no room for
     its input files, a model MuJoCo will not save), the backend's build compiles the kernels, as without it."""
-    global _started, _ever_started
-    if _ever_started:
+    if _side.started:
         return False
-    _ever_started = True
+    _side.started = True  # once a process, whether or not it can start
     folder = None
     try:
         folder = Path(tempfile.mkdtemp(prefix="unilab-kernels-"))
         mujoco.mj_saveModel(model, str(folder / "model.mjb"), None)
         (folder / "settings.json").write_text(json.dumps(dataclasses.asdict(config)))
-        quiet = subprocess.DEVNULL
-        command = [sys.executable, "-m", __name__, str(folder / "model.mjb"), str(folder / "settings.json")]
-        _started = subprocess.Popen([*command, str(num_worlds), device], stdin=quiet, stdout=quiet, stderr=quiet)
+        inputs = [str(folder / "model.mjb"), str(folder / "settings.json")]
+        _side.launch([sys.executable, "-m", __name__, *inputs, str(num_worlds), device])
     except (OSError, ValueError):
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -70,12 +66,8 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
     """Wait for the side process this process started, once; the seconds waited, or None where there was none to
     wait for. Its exit status is not read: what it failed to compile, the caller compiles. One still running after
     ``limit_s`` is killed, with a line saying so."""
-    global _started
-    if _started is None:
-        return None
-    process, _started = _started, None
     late = f"the model's Warp kernels were not compiled beside the run within {limit_s:g} s; compiling them here"
-    return side_process.join(process, limit_s, late)
+    return _side.join(limit_s, late)
 
 
 def build(model_path: Path, settings_path: Path, num_worlds: int, device: str) -> None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import pytest
 
 from unilab.sim.base import SimConfig
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 # A tilted box resting on a slab: two corners below the slab's top. MuJoCo Warp's general convex collision put them
 # 1.4 mm and 1.6 mm off C MuJoCo's and 0.12 mm shallower.
@@ -22,7 +25,8 @@ def _c_contacts(model: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
     return data.contact.pos[: data.ncon][order], data.contact.dist[: data.ncon][order]
 
 
-def test_two_boxes_touch_as_in_c_mujoco() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_two_boxes_touch_as_in_c_mujoco(device: str) -> None:
     import mujoco_warp as mjw
     import warp as wp
 
@@ -30,7 +34,7 @@ def test_two_boxes_touch_as_in_c_mujoco() -> None:
 
     model = mujoco.MjModel.from_xml_string(BOXES)
     init_warp()
-    with wp.ScopedDevice("cpu"):
+    with wp.ScopedDevice(device):
         data = mjw.make_data(model, nworld=1, nconmax=16, njmax=64)
         mjw.forward(device_model(model, 1, SimConfig()), data)
         count = int(data.nacon.numpy()[0])
@@ -42,7 +46,8 @@ def test_two_boxes_touch_as_in_c_mujoco() -> None:
     np.testing.assert_allclose(dist[order], expected_dist, atol=1e-6)
 
 
-def test_two_boxes_build_no_general_convex_kernel() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_two_boxes_build_no_general_convex_kernel(device: str) -> None:
     """The kernels a step of the model launches: the box pair is among the primitive pairs' kernel, and no GJK/EPA
     kernel (``ccd_kernel``) is made."""
     import warp as wp
@@ -52,11 +57,11 @@ def test_two_boxes_build_no_general_convex_kernel() -> None:
 
     model = mujoco.MjModel.from_xml_string(BOXES)
     init_warp()
-    with wp.ScopedDevice("cpu"):
+    with wp.ScopedDevice(device):
         m = device_model(model, 1, SimConfig())
         names = [
             module.name
-            for module, _ in launched_kernels(lambda: step_and_refresh(m, scratch_data(model, SimConfig())), "cpu")
+            for module, _ in launched_kernels(lambda: step_and_refresh(m, scratch_data(model, SimConfig())), device)
         ]
     assert any("primitive_narrowphase" in name for name in names), names
     assert not any(name.startswith("ccd_kernel") for name in names), names

@@ -75,8 +75,8 @@ def device_model(model: mujoco.MjModel, num_worlds: int, config: SimConfig) -> m
     m = mjw.put_model(model, batch_sizes={field: num_worlds for field in per_world_fields(params)})
     m.opt.warn_overflow = int(m.opt.warn_overflow) & ~SOLVER_LIMITS
     # Two boxes collide through C MuJoCo's box-box routine, as on the C MuJoCo backend. Left alone, mujoco_warp sends
-    # them through its general convex collision (GJK and EPA), whose contacts are not C MuJoCo's, and whose kernel is
-    # the longest a model compiles on a cold cache (the Go1's trunk against the stairs' boxes). ADR 40.
+    # them through its general convex collision (GJK and EPA), whose contacts are not C MuJoCo's, and whose kernel was
+    # the slowest of the Go1's rough walk to compile (its trunk against the stairs' boxes). ADR 40.
     m.opt.disableflags = int(m.opt.disableflags) | int(mjw.DisableBit.NATIVECCD)
     if config.broadphase is not None:
         m.opt.broadphase = mjw.BroadphaseType[config.broadphase.upper()]

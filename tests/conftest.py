@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,3 +54,14 @@ def raw() -> dict[str, np.ndarray]:
     """The arrays of the shipped reference clip, for tests that write variants of it."""
     with np.load(DEFAULT_MOTION) as archive:
         return {key: archive[key] for key in archive.files}
+
+
+@pytest.fixture
+def build_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty place for the records of models whose Warp kernels a build has made (ADR 41), so that a test's
+    ``begin_kernel_build`` builds whatever the user's cache holds."""
+    from unilab.sim import warp_model
+
+    records = tmp_path / "built-models"
+    monkeypatch.setattr(warp_model, "_records_dir", lambda: records)
+    return records

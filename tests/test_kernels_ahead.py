@@ -20,7 +20,7 @@ from unilab.sim import SimConfig, kernels_ahead, make_backend
 REPO = Path(__file__).resolve().parents[1]
 
 # In a fresh process on an empty cache root: the backend (its step modules compiled into the cache), then the side
-# process for its model, waited for; then the backend's own build. Prints the kernel cache entries each added.
+# process for its model, waited for; then the backend's own build. Prints the kernel modules each added.
 SAME_KERNELS = """
 from pathlib import Path
 from unilab.core import cache_dirs
@@ -30,7 +30,7 @@ from unilab.robots import g1
 from unilab.sim import kernels_ahead, make_backend, mjwarp
 sim = make_backend("mjwarp", g1.load_model(), 2, device="cpu")
 cache = Path(wp.config.kernel_cache_dir)
-entries = lambda: {path.name for path in cache.iterdir()}
+entries = lambda: {path.name for path in cache.glob("wp_*")}  # the modules, not the build's record
 before = entries()
 assert kernels_ahead.start(sim.model, 2, sim.config, "cpu")
 assert kernels_ahead.wait() is not None
@@ -56,7 +56,7 @@ def test_the_side_process_compiles_the_kernels_the_backend_s_build_would(tmp_pat
     assert by_side > 0 and by_build == 0
 
 
-def test_the_build_waits_for_the_side_process_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_build_waits_for_the_side_process_and_says_so(monkeypatch: pytest.MonkeyPatch, build_records: Path) -> None:
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
     state = backend.initial_state()
     side = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])

@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mujoco
 import pytest
@@ -343,6 +344,7 @@ def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load(device: str
         "sim = make_backend('mjwarp', g1.load_model(), 2, device=sys.argv[2])\n"
         "state = sim.initial_state()\n"
         "if sys.argv[1] == 'build':\n"
+        "    mjwarp.kernels_built = lambda *args: False  # build whatever a run before recorded\n"
         "    sim.begin_kernel_build()\n"
         "    mjwarp._wait_for_builds()\n"
         "loaded = lambda: {(name, key) for name, module in user_modules.items() for key in module.execs}\n"
@@ -362,7 +364,7 @@ def test_mjwarp_kernel_build_leaves_the_first_step_no_module_to_load(device: str
     assert new_loads["lazy"] > 0
 
 
-def test_a_kernel_build_leaves_the_backend_stepping_as_before() -> None:
+def test_a_kernel_build_leaves_the_backend_stepping_as_before(build_records: Path) -> None:
     """The scratch step writes only its own ``mjw.Data``: a backend that ran a build steps bit for bit like one
     that did not (C MuJoCo's kernels on Warp's CPU device are deterministic)."""
     trajectories = []
@@ -377,7 +379,7 @@ def test_a_kernel_build_leaves_the_backend_stepping_as_before() -> None:
     torch.testing.assert_close(trajectories[0], trajectories[1], atol=0, rtol=0)
 
 
-def test_a_kernel_build_says_how_long_it_took_and_how_long_its_caller_waited() -> None:
+def test_a_kernel_build_says_how_long_it_took_and_how_long_its_caller_waited(build_records: Path) -> None:
     """Once the next physics call has waited for it, the build reports its own seconds and the wait; before, and on
     a backend that builds nothing beside its caller, nothing."""
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
@@ -393,7 +395,9 @@ def test_a_kernel_build_says_how_long_it_took_and_how_long_its_caller_waited() -
     assert make_backend("mujoco", g1.load_model(), 1).kernel_build_seconds() == {}
 
 
-def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(
+    monkeypatch: pytest.MonkeyPatch, build_records: Path
+) -> None:
     backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
     state = backend.initial_state()
 
@@ -405,6 +409,32 @@ def test_a_failed_kernel_build_is_raised_by_the_next_physics_call(monkeypatch: p
     with pytest.raises(RuntimeError, match="the scratch step failed"):
         backend.step_(state, torch.zeros(1, backend.model.nu))
     backend.step_(state, torch.zeros(1, backend.model.nu))  # raised once; the backend still steps
+    assert not build_records.exists()  # and nothing was recorded as built
+
+
+def test_a_model_whose_kernels_a_build_recorded_is_not_built_again(build_records: Path) -> None:
+    """The second backend of one model and settings starts no build (its first step loads the kernels); another
+    setting makes other kernels, and is built."""
+    reports = []
+    for config in (SimConfig(), SimConfig(), SimConfig(njmax=SimConfig().njmax + 8)):
+        backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu", config=config)
+        state = backend.initial_state()
+        backend.begin_kernel_build()
+        backend.step_(state, torch.zeros(1, backend.model.nu))
+        reports.append(set(backend.kernel_build_seconds()))
+    assert reports == [{"build", "waited"}, set(), {"build", "waited"}]
+    assert len(list(build_records.iterdir())) == 2
+
+
+def test_a_cache_that_cannot_hold_the_record_builds_every_time(build_records: Path) -> None:
+    build_records.parent.mkdir(parents=True, exist_ok=True)
+    build_records.write_text("a file where the records' folder would be")
+    for _ in range(2):
+        backend = make_backend("mjwarp", g1.load_model(), 1, device="cpu")
+        state = backend.initial_state()
+        backend.begin_kernel_build()
+        backend.step_(state, torch.zeros(1, backend.model.nu))
+        assert set(backend.kernel_build_seconds()) == {"build", "waited"}
 
 
 # -- per-world model parameters and per-substep targets ------------------------------------------------------

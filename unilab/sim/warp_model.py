@@ -7,7 +7,11 @@ backend never loads.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
+import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import mujoco
 import mujoco_warp as mjw
+import numpy as np
 import warp as wp
 
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
@@ -35,6 +40,9 @@ PARAM_FIELDS = {
 # control steps instead (``solver_limit_steps``).
 SOLVER_LIMITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
 _NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+# Under Warp's kernel cache, one empty file per model whose own kernels a build has put there (``record_built``):
+# clearing the cache clears the records with it.
+BUILT_RECORDS = "unilab-built-models"
 
 
 def init_warp() -> None:
@@ -112,3 +120,39 @@ def refresh(m: mjw.Model, d: mjw.Data) -> None:
     mjw.sensor_pos(m, d)
     mjw.com_vel(m, d)
     mjw.sensor_vel(m, d)
+
+
+def _built_record(model: mujoco.MjModel, config: SimConfig, device: str) -> Path:
+    """The record of ``model``'s own kernels built for ``device`` under ``config``: named by a digest of what makes
+    them (the model, the backend's settings, the device's architecture, Warp's and mujoco_warp's versions, and this
+    package's code that shapes them). A digest that differs where the kernels do not (another terrain's heights) costs
+    a build, never a wrong kernel."""
+    saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, saved)
+    digest = hashlib.sha256(saved.tobytes())
+    arch = "cpu" if device == "cpu" else f"sm_{wp.get_device(device).arch}"
+    made_by = (Path(__file__), Path(__file__).with_name("hfield_fix.py"))
+    for part in (json.dumps(dataclasses.asdict(config)), arch, wp.config.version, mjw.__version__):
+        digest.update(part.encode())
+    for source in made_by:
+        digest.update(source.read_bytes())
+    return _records_dir() / digest.hexdigest()
+
+
+def _records_dir() -> Path:
+    return Path(wp.config.kernel_cache_dir) / BUILT_RECORDS
+
+
+def kernels_built(model: mujoco.MjModel, config: SimConfig, device: str) -> bool:
+    """Whether a build recorded ``model``'s own kernels as in Warp's kernel cache (``record_built``). Where the cache
+    has lost a module since, the first step that launches it compiles it: slower, never wrong."""
+    return _built_record(model, config, device).exists()
+
+
+def record_built(model: mujoco.MjModel, config: SimConfig, device: str) -> None:
+    """Record that ``model``'s own kernels are in Warp's kernel cache; where the cache cannot be written, nothing is
+    recorded and the next run builds them beside its caller again."""
+    record = _built_record(model, config, device)
+    with contextlib.suppress(OSError):
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.touch()

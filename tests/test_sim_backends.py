@@ -426,6 +426,26 @@ def test_a_model_whose_kernels_a_build_recorded_is_not_built_again(build_records
     assert len(list(build_records.iterdir())) == 2
 
 
+def test_the_record_names_the_settings_that_make_the_kernels(
+    monkeypatch: pytest.MonkeyPatch, build_records: Path
+) -> None:
+    """A record is found for the model, settings and Warp code generation it was written under, and not once one
+    of them differs."""
+    import warp as wp
+
+    from unilab.sim import warp_model
+
+    model = g1.load_model()
+    warp_model.record_built(model, SimConfig(), "cpu")
+    assert warp_model.kernels_built(model, SimConfig(), "cpu")
+    assert not warp_model.kernels_built(model, SimConfig(nconmax=SimConfig().nconmax + 1), "cpu")
+    heavier = g1.load_model()
+    heavier.body_mass[1] += 1.0
+    assert not warp_model.kernels_built(heavier, SimConfig(), "cpu")
+    monkeypatch.setattr(wp.config, "optimization_level", 1)
+    assert not warp_model.kernels_built(model, SimConfig(), "cpu")
+
+
 def test_a_cache_that_cannot_hold_the_record_builds_every_time(build_records: Path) -> None:
     build_records.parent.mkdir(parents=True, exist_ok=True)
     build_records.write_text("a file where the records' folder would be")

@@ -124,15 +124,17 @@ def refresh(m: mjw.Model, d: mjw.Data) -> None:
 
 def _built_record(model: mujoco.MjModel, config: SimConfig, device: str) -> Path:
     """The record of ``model``'s own kernels built for ``device`` under ``config``: named by a digest of what makes
-    them (the model, the backend's settings, the device's architecture, Warp's and mujoco_warp's versions, and this
-    package's code that shapes them). A digest that differs where the kernels do not (another terrain's heights) costs
-    a build, never a wrong kernel."""
+    them (the model, the backend's settings, the device's architecture, Warp's and mujoco_warp's versions, Warp's
+    code generation settings, and this package's code that shapes them). A digest that differs where the kernels do
+    not (another terrain's heights) costs a build, never a wrong kernel."""
     saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
     mujoco.mj_saveModel(model, None, saved)
     digest = hashlib.sha256(saved.tobytes())
     arch = "cpu" if device == "cpu" else f"sm_{wp.get_device(device).arch}"
     made_by = (Path(__file__), Path(__file__).with_name("hfield_fix.py"))
-    for part in (json.dumps(dataclasses.asdict(config)), arch, wp.config.version, mjw.__version__):
+    # Warp's code generation, which ``bench physics --warp-opt`` and ``sim.warp_output`` set for the process
+    codegen = (wp.config.mode, wp.config.optimization_level, wp.config.cuda_output)
+    for part in (json.dumps(dataclasses.asdict(config)), arch, wp.config.version, mjw.__version__, repr(codegen)):
         digest.update(part.encode())
     for source in made_by:
         digest.update(source.read_bytes())

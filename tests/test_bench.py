@@ -103,7 +103,7 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
     assert first.parent == second.parent != tmp_path / "warm_root"
     commands = []
     monkeypatch.setattr(bench.subprocess, "run", lambda command, env=None, **k: commands.append(env) or FINISHED)
-    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path)
+    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path / "warm")
     assert commands == [None] and "cold" not in json.loads(capsys.readouterr().out.splitlines()[0])  # warm: as is
 
 
@@ -438,3 +438,21 @@ def test_the_stand_stays_up_for_the_steps_timed_at_a_time_and_falls_later() -> N
         heights.append(state["qpos"][:, 2].clone())
     assert float(heights[bench.STAND_STEPS - 1].min()) > 0.6
     assert int((heights[-1] < 0.5).sum()) > 4
+
+
+def test_a_log_root_holding_a_planned_run_is_refused_before_any_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A run refused for its folder would otherwise leave the folder's earlier summary to stand in for it."""
+    (tmp_path / "sac_1").mkdir()
+    (tmp_path / "sac_1" / "run_summary.json").write_text(json.dumps({"status": "completed"}))
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["train", "--workloads", "sac", "--repeats", "2", "--sim", "mujoco", "--log-root", str(tmp_path)])
+    assert exc.value.code == 2
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == f"unilab bench: error: --log-root {tmp_path} already holds sac_1; give it an empty folder"
+    with pytest.raises(ValueError, match="already holds sac_1"):
+        bench.bench_train(["sac"], 2, "mujoco", [], tmp_path)
+    (tmp_path / "sac_b_0").mkdir()
+    assert bench.held_runs(["sac", "ppo"], 1, {"a": [], "b": []}, tmp_path) == ["sac_b_0"]

@@ -251,6 +251,22 @@ def cold_environment(root: Path) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in placed}, ROOT_VARIABLE: str(root)}
 
 
+def run_name(workload: str, variant: str | None, repeat: int) -> str:
+    """The folder of one run under the log root."""
+    return f"{workload}_{repeat}" if variant is None else f"{workload}_{variant}_{repeat}"
+
+
+def held_runs(workloads: list[str], repeats: int, variants: dict[str, list[str]] | None, log_root: Path) -> list[str]:
+    """The runs of this bench whose folders ``log_root`` already holds."""
+    names = [
+        run_name(name, variant, repeat)
+        for repeat in range(repeats)
+        for name in workloads
+        for variant in (variants or {None: []})
+    ]
+    return [name for name in names if (log_root / name).exists()]
+
+
 def bench_train(
     workloads: list[str],
     repeats: int,
@@ -269,10 +285,12 @@ def bench_train(
     rows = []
     named: dict[str | None, list[str]] = dict(variants or {None: []})  # None: the run without a variant
     runs = [(name, variant) for name in workloads for variant in named]
+    taken = held_runs(workloads, repeats, variants, log_root)
+    if taken:  # a row must come from its own run: an earlier run's summary there would stand in for a failed one
+        raise ValueError(f"{log_root} already holds {', '.join(taken)}; give --log-root an empty folder")
     for repeat in range(repeats):
         for name, variant in runs:
-            label = name if variant is None else f"{name}_{variant}"
-            run_dir = log_root / f"{label}_{repeat}"
+            run_dir = log_root / run_name(name, variant, repeat)
             root = Path(tempfile.mkdtemp(prefix=f"unilab-cold-{name}-")) if cold else None
             command = [
                 sys.executable,
@@ -503,6 +521,9 @@ def main(argv: list[str] | None = None) -> None:
         naming = [o for o in given if o.lstrip("+").split("=", 1)[0] in GROUPS]
         if naming:
             parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
+        taken = [] if args.log_root is None else held_runs(workloads, args.repeats, variants, args.log_root)
+        if taken:
+            parser.error(f"--log-root {args.log_root} already holds {', '.join(taken)}; give it an empty folder")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
         rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold, variants=variants)
         for row in summarize_train(rows):

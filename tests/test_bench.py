@@ -12,6 +12,7 @@ import torch
 from test_train import for_algo
 
 from unilab.apps import bench, bench_profile, cli
+from unilab.apps import bench_train as train_runs
 
 TINY = ["algo.max_iterations=22", "algo.num_envs=4", "algo.batch_size=64", "algo.replay_buffer_n=64"]
 TINY += ["algo.learning_starts=2", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
@@ -38,7 +39,7 @@ def test_train_bench_reports_every_run_and_counts_failures(
     assert summary["startup_total_sec"] == [round(run["startup_total_sec"], 1)] == [summary["startup_median_sec"]]
 
     rows = [dict(run, status="failed", tail_env_steps_per_sec=None), run]
-    failed = bench.summarize_train(rows)[0]
+    failed = train_runs.summarize_train(rows)[0]
     assert failed["runs"] == 2 and failed["failed"] == 1 and failed["tail_env_steps_per_sec"] == [summary["median"]]
 
 
@@ -64,7 +65,7 @@ def test_train_bench_rejects_unknown_workloads(capsys: pytest.CaptureFixture) ->
 def test_train_bench_refuses_overrides_that_name_the_workload_before_any_run(
     override: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
     with pytest.raises(SystemExit) as exc:
         bench.main(["train", "--workloads", "ppo", "--sim", "mujoco", "algo.num_envs=8", override])
     assert exc.value.code == 2
@@ -91,7 +92,7 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
         (run_dir / "run_summary.json").write_text(json.dumps({"status": "completed", "tail_env_steps_per_sec": 1.0}))
         return FINISHED
 
-    monkeypatch.setattr(bench.subprocess, "run", compiling)
+    monkeypatch.setattr(train_runs.subprocess, "run", compiling)
     bench.main(
         ["train", "--workloads", "sac,ppo", "--repeats", "1", "--sim", "mujoco", "--cold", "--log-root", str(tmp_path)]
     )
@@ -102,8 +103,8 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
     assert not first.exists() and not second.exists()  # removed after each run
     assert first.parent == second.parent != tmp_path / "warm_root"
     commands = []
-    monkeypatch.setattr(bench.subprocess, "run", lambda command, env=None, **k: commands.append(env) or FINISHED)
-    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path / "warm")
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda command, env=None, **k: commands.append(env) or FINISHED)
+    train_runs.bench_train(["sac"], 1, "mujoco", [], tmp_path / "warm")
     assert commands == [None] and "cold" not in json.loads(capsys.readouterr().out.splitlines()[0])  # warm: as is
 
 
@@ -121,7 +122,7 @@ def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apa
         (run_dir / "run_summary.json").write_text(json.dumps(summary))
         return FINISHED
 
-    monkeypatch.setattr(bench.subprocess, "run", running)
+    monkeypatch.setattr(train_runs.subprocess, "run", running)
     bench.main([
         "train", "--workloads", "sac", "--repeats", "2", "--sim", "mujoco", "--log-root", str(tmp_path),
         "--variant", "base=", "--variant", "six=algo.updates_per_step=6 task.njmax=300", "algo.num_envs=8",
@@ -157,7 +158,7 @@ def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apa
 def test_a_bad_variant_is_one_line_before_any_run(
     variants: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
     with pytest.raises(SystemExit) as exc:
         bench.main(["train", "--workloads", "sac", "--sim", "mujoco", *(f"--variant={v}" for v in variants)])
     assert exc.value.code == 2
@@ -166,8 +167,8 @@ def test_a_bad_variant_is_one_line_before_any_run(
 
 def test_the_rough_ppo_workload_trains_the_rough_walk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     commands = []
-    monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
-    bench.bench_train(["ppo_rough"], 1, "mujoco", [], tmp_path)
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
+    train_runs.bench_train(["ppo_rough"], 1, "mujoco", [], tmp_path)
     (command,) = commands
     assert command[command.index("--algo") + 1] == "ppo" and command[command.index("--task") + 1] == "g1_walk_rough"
 
@@ -176,8 +177,8 @@ def test_train_bench_starts_each_run_through_the_train_command(monkeypatch: pyte
     """The console command places the caches (Python's bytecode among them) before the stack loads; a run started
     past it would import from source every time and time a start-up no user sees."""
     commands, started = [], []
-    monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
-    bench.bench_train(["sac"], 1, "mujoco", [], tmp_path)
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda command, **k: commands.append(command) or FINISHED)
+    train_runs.bench_train(["sac"], 1, "mujoco", [], tmp_path)
     ((python, flag, code, *_),) = commands
     assert (python, flag) == (sys.executable, "-c")
     monkeypatch.setattr(cli, "train", lambda: started.append(True))
@@ -446,13 +447,13 @@ def test_a_log_root_holding_a_planned_run_is_refused_before_any_run(
     """A run refused for its folder would otherwise leave the folder's earlier summary to stand in for it."""
     (tmp_path / "sac_1").mkdir()
     (tmp_path / "sac_1" / "run_summary.json").write_text(json.dumps({"status": "completed"}))
-    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
     with pytest.raises(SystemExit) as exc:
         bench.main(["train", "--workloads", "sac", "--repeats", "2", "--sim", "mujoco", "--log-root", str(tmp_path)])
     assert exc.value.code == 2
     said = capsys.readouterr().err.splitlines()[-1]
     assert said == f"unilab bench: error: --log-root {tmp_path} already holds sac_1; give it an empty folder"
     with pytest.raises(ValueError, match="already holds sac_1"):
-        bench.bench_train(["sac"], 2, "mujoco", [], tmp_path)
+        train_runs.bench_train(["sac"], 2, "mujoco", [], tmp_path)
     (tmp_path / "sac_b_0").mkdir()
-    assert bench.held_runs(["sac", "ppo"], 1, {"a": [], "b": []}, tmp_path) == ["sac_b_0"]
+    assert train_runs.held_runs(["sac", "ppo"], 1, {"a": [], "b": []}, tmp_path) == ["sac_b_0"]

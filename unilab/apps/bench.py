@@ -21,10 +21,10 @@ from pathlib import Path
 import mujoco
 import torch
 
-from unilab.apps.args import ArgumentParser, resolve_sim_device, unknown_name
+from unilab.apps.args import ArgumentParser, InputError, resolve_sim_device, unknown_name
 from unilab.apps.bench_profile import add_profile_options, run_profile
 from unilab.apps.bench_timing import STAND_STEPS, capture_replay, rate, stand_ctrl, standing
-from unilab.apps.bench_train import bench_train, held_runs, summarize_train
+from unilab.apps.bench_train import bench_train, summarize_train
 from unilab.apps.early import GROUPS
 from unilab.apps.workloads import CANONICAL_WORKLOADS
 from unilab.core.device import settle
@@ -391,11 +391,13 @@ def main(argv: list[str] | None = None) -> None:
         naming = [o for o in given if o.lstrip("+").split("=", 1)[0] in GROUPS]
         if naming:
             parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
-        taken = [] if args.log_root is None else held_runs(workloads, args.repeats, variants, args.log_root)
-        if taken:
-            parser.error(f"--log-root {args.log_root} already holds {', '.join(taken)}; give it an empty folder")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
-        rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold, variants=variants)
+        try:  # a log root that holds one of the runs is refused before any run
+            rows = bench_train(
+                workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold, variants=variants
+            )
+        except InputError as exc:
+            parser.error(str(exc))
         for row in summarize_train(rows):
             print(json.dumps(row), flush=True)
         failed = [row for row in rows if row["status"] != "completed"]

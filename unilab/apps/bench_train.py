@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from unilab.apps.args import InputError
 from unilab.apps.workloads import CANONICAL_OVERRIDES, CANONICAL_WORKLOADS
 from unilab.core.cache_dirs import CACHES, ROOT_VARIABLE, size_bytes
 
@@ -60,7 +61,7 @@ def bench_train(
     named: dict[str | None, list[str]] = dict(variants or {None: []})  # None: the run without a variant
     taken = held_runs(workloads, repeats, variants, log_root)
     if taken:  # a row must come from its own run: an earlier run's summary there would stand in for a failed one
-        raise ValueError(f"{log_root} already holds {', '.join(taken)}; give --log-root an empty folder")
+        raise InputError(f"--log-root {log_root} already holds {', '.join(taken)}; give it an empty folder")
     for repeat, name, variant, folder in planned_runs(workloads, repeats, variants):
         run_dir = log_root / folder
         root = Path(tempfile.mkdtemp(prefix=f"unilab-cold-{name}-")) if cold else None

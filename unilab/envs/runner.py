@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from unilab.core.cuda_graphs import record, warm_up
 from unilab.core.device import settle
+from unilab.core.precompiled import KeptCompile
 from unilab.core.rng import advance, make_rng
 
 if TYPE_CHECKING:  # annotations only: the env, and tensordict with torch._dynamo, load when an env is built
@@ -67,10 +69,13 @@ class EnvRunner:
         capture: bool | None = None,
         compile: bool = False,
         warmup_steps: int = 3,
+        precompiled: Path | None = None,
     ) -> None:
         """``policy`` maps the state's observation TensorDict to actions; without one, the
         runner applies ``self.action`` (a static buffer to fill before each call).
-        ``capture`` defaults to True on CUDA backends that support graph capture."""
+        ``capture`` defaults to True on CUDA backends that support graph capture. With ``compile``, ``precompiled``
+        names a file to load the compiled step from, or to save it to (``unilab.core.precompiled``): only for the
+        exact env, policy and code it is named after."""
         self.env = env
         self.policy = policy
         began = time.perf_counter()
@@ -90,7 +95,11 @@ class EnvRunner:
             if key[0] != "sim" and key != _PREV_ACTION:
                 written.setdefault(value.dtype, []).append(key)
         self._written = list(written.values())
-        self._advance_fn = torch.compile(self._advance, fullgraph=True) if compile else self._advance
+        self.kept = KeptCompile(self._advance, precompiled) if compile and precompiled is not None else None
+        if self.kept is not None:
+            self._advance_fn = self.kept
+        else:
+            self._advance_fn = torch.compile(self._advance, fullgraph=True) if compile else self._advance
         if compile:
             env.sim.begin_kernel_build()  # beside the tracing of the first call, which makes no physics calls
         can_capture = env.device.type == "cuda" and env.sim.capabilities.graph_capturable
@@ -132,6 +141,9 @@ class EnvRunner:
         self._graph, self._out = record(self._step_in_place, own)
         settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
+        if self.kept is not None and self.kept.outcome is not None:  # the load, or the compile and save, on its own
+            self.startup[f"env_step_{self.kept.outcome}"] = self.kept.seconds
+            self.startup["env_warmup"] -= self.kept.seconds
 
     @property
     def graph(self) -> torch.cuda.CUDAGraph | None:

@@ -33,6 +33,7 @@ from unilab.run.config import TrainConfig, task_overrides
 from unilab.run.deploy_export import export_policy
 from unilab.run.loggers import RunLogger
 from unilab.run.metrics import TailRateMeter
+from unilab.run.precompile import step_file
 from unilab.run.preflight import check_inputs, check_memory, load_resume, resolve_device
 from unilab.run.progress import announce
 from unilab.run.run_claim import Claim, claim_for_world
@@ -153,7 +154,8 @@ class TrainingRun:
             if world.leader:
                 captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""
                 announce("train", f"building the {cfg.algo.name} trainer{captured}")
-            trainer = (OnPolicyTrainer if cfg.algo.on_policy else OffPolicyTrainer)(env, cfg.algo, world)
+            trainer_class = OnPolicyTrainer if cfg.algo.on_policy else OffPolicyTrainer
+            trainer = trainer_class(env, cfg.algo, world, step_file=step_file(cfg, device))
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if prewarm is not None:
                 prewarm.wait()

@@ -20,6 +20,7 @@ import contextlib
 import functools
 from collections.abc import Callable
 from copy import deepcopy
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -259,7 +260,9 @@ class OffPolicyTrainer(Trainer):
     statistics) inside the record and update steps, so the loop itself is the same on every rank.
     """
 
-    def __init__(self, env: FunctionalEnv, cfg: OffPolicySettings, world: World = ALONE) -> None:
+    def __init__(
+        self, env: FunctionalEnv, cfg: OffPolicySettings, world: World = ALONE, step_file: Path | None = None
+    ) -> None:
         if cfg.on_policy:
             raise ValueError(f"{cfg.name!r} is an on-policy algo: unilab.train.on_policy.OnPolicyTrainer runs it")
         self.env = env
@@ -279,6 +282,7 @@ class OffPolicyTrainer(Trainer):
             seed=rank_seed(cfg.seed, "env", world.rank),
             capture=self.capture,
             compile=self.capture and cfg.compile,
+            precompiled=step_file,  # where the compiled step is kept (unilab.run.precompile)
         )
         self.replay = DeviceReplay(
             cfg.replay_buffer_n * env.num_envs, env.num_envs, rank_seed(cfg.seed, "replay", world.rank), dev

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from tensordict import TensorDict
@@ -76,7 +77,7 @@ class OnPolicyTrainer(Trainer):
     the update block, so every rank takes the same steps and the loop is the same on every rank.
     """
 
-    def __init__(self, env: FunctionalEnv, cfg: PPOConfig, world: World = ALONE) -> None:
+    def __init__(self, env: FunctionalEnv, cfg: PPOConfig, world: World = ALONE, step_file: Path | None = None) -> None:
         if not cfg.on_policy:
             raise ValueError(f"{cfg.name!r} is an off-policy algo: unilab.train.off_policy.OffPolicyTrainer runs it")
         self.env, self.cfg, self.world = env, cfg, world
@@ -94,6 +95,7 @@ class OnPolicyTrainer(Trainer):
             seed=rank_seed(cfg.seed, "env", world.rank),
             capture=False,
             compile=self.capture and cfg.compile,
+            precompiled=step_file,  # where the compiled step is kept (unilab.run.precompile)
         )
         self.rollout = rollout_buffer(spec, cfg.num_steps_per_env)
         # The rollout's and the update's GEMMs are most of an iteration at thousands of envs; TF32 runs them on

@@ -35,6 +35,7 @@ from tensordict import TensorDict
 import torchrl_ext
 from torchrl_ext.distributed import ALONE
 from unilab.core import side_process
+from unilab.core.precompiled import sources_digest
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
 from unilab.train.off_policy import TRANSITION_KEYS
@@ -66,19 +67,9 @@ def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
 
 
 # Settings no graph of the update depends on: runs that differ only in these compile the same update.
-RUN_ONLY = ("max_iterations", "save_interval", "seed", "resume", "learning_starts", "replay_buffer_n")
+RUN_ONLY = ("max_iterations", "save_interval", "seed", "resume", "learning_starts", "replay_buffer_n", "precompile")
 # Where the records of finished side processes go, under Inductor's cache folder.
 RECORDS = "unilab-prewarm"
-
-
-def _sources_digest() -> str:
-    """The learners' and losses' code (``unilab.train`` and ``torchrl_ext``): an edit to it may change the graphs."""
-    digest = hashlib.sha256()
-    for root in (Path(__file__).resolve().parent, Path(torchrl_ext.__file__).resolve().parent):
-        for path in sorted(root.rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def prewarm_key(cfg: OffPolicySettings, spec: EnvSpec) -> str:
@@ -87,7 +78,8 @@ def prewarm_key(cfg: OffPolicySettings, spec: EnvSpec) -> str:
     settings = dataclasses.asdict(cfg)
     for name in RUN_ONLY:
         settings.pop(name, None)
-    parts = (torch.__version__, _sources_digest(), type(cfg).__qualname__, repr(sorted(settings.items())), repr(spec))
+    code = sources_digest(Path(__file__).resolve().parent, Path(torchrl_ext.__file__).resolve().parent)
+    parts = (torch.__version__, code, type(cfg).__qualname__, repr(sorted(settings.items())), repr(spec))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 

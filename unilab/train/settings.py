@@ -57,6 +57,11 @@ class RunSettings:
     seed: int = setting(1, "fixes every random draw of the run (docs/functional_env.md)", Range(0, 2**31 - 1))
     resume: str | None = setting(None, "a model_<it>.pt to continue from")
     compile: bool = setting(True, "torch.compile the env step and the losses before graph capture; CUDA only")
+    precompile: bool = setting(
+        False,
+        "keep the compiled env step on disk, so a later run of the same code and settings loads it instead of "
+        "tracing it (with algo.compile; CUDA only)",
+    )
 
     def check(self) -> None:
         """Raise ``ValueError``, one line naming the keys, for values that cannot work together; each algorithm adds

@@ -1,0 +1,145 @@
+"""A compiled function kept on disk: saved by one process, loaded by the next, reading the live objects, and a file
+that does not load compiled again; and the name a run's env step is kept under."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unilab.run.config import schema
+from unilab.run.precompile import step_file, step_key
+
+# A target whose step reads a tensor through an object holding a ctypes library, which does not pickle (a MuJoCo Warp
+# backend holds such handles): the case the saved function must load without pickling anything it reached.
+SCRIPT = """
+import ctypes, json, sys
+from pathlib import Path
+
+import torch
+
+from unilab.core.precompiled import KeptCompile
+
+
+class Backend:
+    def __init__(self, offset):
+        self.library = ctypes.CDLL(None)
+        self.offset = torch.full((4,), offset)
+
+
+class Target:
+    def __init__(self, weight, offset):
+        self.backend = Backend(offset)
+        self.weight = torch.full((4,), weight)
+
+    def step(self):
+        return torch.sin(self.weight) * 3.0 + self.backend.offset
+
+
+target = Target(float(sys.argv[2]), float(sys.argv[3]))
+kept = KeptCompile(target.step, Path(sys.argv[1]))
+first = kept()
+target.weight.add_(1.0)  # in place, as an optimizer changes the acting weights
+print(json.dumps({"outcome": kept.outcome, "first": first.tolist(), "second": kept().tolist()}))
+"""
+
+
+def _run(path: Path, weight: float, offset: float) -> tuple[dict, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path), str(weight), str(offset)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _expected(weight: float, offset: float) -> float:
+    return math.sin(weight) * 3.0 + offset
+
+
+def test_a_function_saved_by_one_process_is_loaded_by_the_next_and_reads_the_live_objects(tmp_path: Path) -> None:
+    path = tmp_path / "kept" / "step.bin"
+    saved, _ = _run(path, 0.5, 1.0)
+    assert saved["outcome"] == "saved" and path.is_file()
+    assert saved["first"] == pytest.approx([_expected(0.5, 1.0)] * 4)
+    loaded, _ = _run(path, 1.5, -2.0)  # other values: the loaded function reads this process's tensors
+    assert loaded["outcome"] == "loaded"
+    assert loaded["first"] == pytest.approx([_expected(1.5, -2.0)] * 4)
+    assert loaded["second"] == pytest.approx([_expected(2.5, -2.0)] * 4)
+
+
+def test_a_file_that_does_not_load_is_compiled_again_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "step.bin"
+    path.write_bytes(b"not a saved function")
+    result, stderr = _run(path, 0.5, 1.0)
+    assert result["outcome"] == "saved"
+    assert result["first"] == pytest.approx([_expected(0.5, 1.0)] * 4)
+    notices = [line for line in stderr.splitlines() if "did not load" in line]
+    assert len(notices) == 1 and str(path) in notices[0] and "compiling it again" in notices[0]
+    assert path.read_bytes() != b"not a saved function"
+
+
+def _config(**changes: object):
+    cfg = schema("sac")
+    cfg.task.name = "g1_walk_flat"
+    cfg.sim.name = "mjwarp"
+    for dotted, value in changes.items():
+        section, key = dotted.split("__")
+        setattr(getattr(cfg, section), key, value)
+    return cfg
+
+
+def test_the_step_key_ignores_the_seed_and_run_length_and_nothing_the_step_reads() -> None:
+    base = step_key(_config(), "cpu")
+    assert step_key(_config(algo__seed=7, algo__max_iterations=3, algo__precompile=True), "cpu") == base
+    for changed in (
+        _config(algo__num_envs=8),
+        _config(task__name="g1_walk_rough"),
+        _config(task__obs_noise=False),
+        _config(task__knobs={"nconmax": 32}),
+        _config(algo__actor_hidden=[64, 64]),
+    ):
+        assert step_key(changed, "cpu") != base
+
+
+def test_the_step_key_reads_a_motion_library_by_its_bytes(tmp_path: Path) -> None:
+    clip = tmp_path / "clip.npz"
+    clip.write_bytes(b"one")
+    cfg = _config(task__name="g1_motion_tracking", task__motion_file=str(clip))
+    before = step_key(cfg, "cpu")
+    clip.write_bytes(b"two")
+    assert step_key(cfg, "cpu") != before
+
+
+def test_a_run_keeps_a_step_only_where_it_compiles_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("unilab.run.precompile.step_key", lambda cfg, device: "KEY")  # the GPU's name is not read
+    assert step_file(_config(algo__precompile=True), "cuda") == tmp_path / "unilab-precompiled" / "env_step-KEY.bin"
+    assert step_file(_config(algo__precompile=False), "cuda") is None
+    assert step_file(_config(algo__precompile=True, algo__compile=False), "cuda") is None
+    assert step_file(_config(algo__precompile=True), "cpu") is None  # only a CUDA run compiles its step
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert step_file(_config(algo__precompile=True), "cuda") is None
+
+
+@pytest.mark.gpu
+def test_a_second_cuda_run_loads_the_step_the_first_saved(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "scripts" / "train.py"
+    environment = {**os.environ, "UNILAB_CACHE_DIR": str(tmp_path / "cache")}
+    parts = []
+    for name in ("first", "second"):
+        args = ["algo=sac", "task=g1_walk_flat", "sim=mjwarp", "algo.num_envs=64", "algo.batch_size=256"]
+        args += ["algo.max_iterations=3", "algo.precompile=true", "training.no_play=true"]
+        args += ["training.export_onnx=false", f"training.log_dir={tmp_path / name}"]
+        done = subprocess.run(
+            [sys.executable, str(script), *args], capture_output=True, text=True, env=environment, check=False
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads((tmp_path / name / "run_summary.json").read_text())
+        assert summary["status"] == "completed"
+        parts.append(summary["startup_sec"])
+    assert "env_step_saved" in parts[0] and "env_step_loaded" in parts[1]

@@ -1,0 +1,138 @@
+"""A compiled function kept on disk, so that a later run loads it instead of tracing its Python again.
+
+``torch.compile`` reads a function's Python in every process, even where Inductor's cache holds every graph the
+trace leads to: the env step's tracing is 1.5-2.6 s of a warm start on a GPU host. ``aot_compile`` saves the traced
+frame with its compiled graphs, and a later process loads it and calls it without tracing.
+
+Dynamo's guards would check at each call that what the trace read still holds what it held. They cannot be kept:
+saving them pickles every object the trace went through, and a MuJoCo Warp backend holds ctypes handles, which do
+not pickle. So every guard but torch's global state is dropped, and a saved function is right only for the code,
+settings, model and device it was compiled from. The caller names its file by a digest of all of those, and a file
+is found by nothing less (``unilab.run.precompile``). The function reaches its objects through one global that the
+save and the load are given as external data: none of them is pickled, and the loaded function reads the live
+objects (weights included) at each call, as the traced one does.
+
+The files live in Inductor's cache folder, so ``unilab cache clear`` clears them with the graphs. One that does not
+load (cut short, damaged, from another torch) is removed with a one-line notice and compiled again.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import os
+import time
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from unilab.core.cache_dirs import notice
+
+# Under Inductor's cache folder (set by ``unilab.core.cache_dirs.configure``).
+FOLDER = "unilab-precompiled"
+
+
+def folder() -> Path | None:
+    """Where saved functions go; None where Inductor's cache folder is unset (nothing is then kept)."""
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return None if not inductor else Path(inductor) / FOLDER
+
+
+def sources_digest(*roots: Path) -> str:
+    """A digest of every file under ``roots`` (names and bytes, ``__pycache__`` aside): an edit anywhere there may
+    change what a trace reads."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _entry_template() -> Any:
+    return TARGET()  # noqa: F821 (the global of each entry's own namespace, ``_entry``)
+
+
+def _entry(fn: Callable[[], Any]) -> tuple[types.FunctionType, dict[str, Any]]:
+    """A function calling ``fn`` through a global of its own namespace, the shape a saved function can load into:
+    Dynamo saves the global's name, and the load binds it to this process's ``fn``."""
+    scope = {"__builtins__": builtins, "TARGET": fn}
+    return types.FunctionType(_entry_template.__code__, scope, "precompiled"), scope
+
+
+@contextlib.contextmanager
+def _aot_enabled() -> Iterator[None]:
+    """torch 2.11 keeps ``aot_compile`` behind a switch that later versions dropped."""
+    config = torch._dynamo.config
+    with config.patch(enable_aot_compile=True) if hasattr(config, "enable_aot_compile") else contextlib.nullcontext():
+        yield
+
+
+class KeptCompile:
+    """``fn`` (no arguments) compiled whole, the first call loading it from ``path`` where a run saved it, else
+    compiling it ahead of time and saving it there. ``outcome`` then says which ("loaded", "saved", or "compiled"
+    where the save failed) and ``seconds`` how long the load, or the compile and save, took."""
+
+    def __init__(self, fn: Callable[[], Any], path: Path) -> None:
+        self._fn, self.path = fn, path
+        self._compiled: Callable[[], Any] | None = None
+        self.outcome: str | None = None
+        self.seconds = 0.0
+
+    def __call__(self) -> Any:
+        if self._compiled is not None:
+            return self._compiled()
+        # The first call, under the caller's grad mode and matmul settings, which the saved function checks.
+        began = time.perf_counter()
+        loaded = self._load()
+        self.seconds = time.perf_counter() - began
+        if loaded is not None:
+            try:
+                result = loaded()
+            except Exception as error:  # a file that loads but does not run (another GPU's kernels) is compiled again
+                self._drop(f"did not run ({type(error).__name__})")
+            else:
+                self._compiled = loaded
+                return result
+        began = time.perf_counter()
+        self._compiled = self._compile_and_save()
+        self.seconds = time.perf_counter() - began
+        return self._compiled()
+
+    def _drop(self, why: str) -> None:
+        notice(f"the saved compiled step {self.path} {why}; compiling it again")
+        self.path.unlink(missing_ok=True)
+
+    def _load(self) -> Callable[[], Any] | None:
+        if not self.path.is_file():
+            return None
+        _, scope = _entry(self._fn)
+        try:
+            with self.path.open("rb") as file, _aot_enabled():
+                loaded = torch.compiler.load_compiled_function(
+                    file, f_globals=scope, external_data={"target": self._fn}
+                )
+        except Exception as error:  # any file that does not load is compiled again
+            self._drop(f"did not load ({type(error).__name__})")
+            return None
+        self.outcome = "loaded"
+        return loaded
+
+    def _compile_and_save(self) -> Callable[[], Any]:
+        entry, _ = _entry(self._fn)
+        options = {"guard_filter_fn": torch.compiler.keep_portable_guards_unsafe}
+        with _aot_enabled():
+            compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile(((), {}))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            compiled.save_compiled_function(str(self.path), external_data={"target": self._fn})
+        except Exception as error:  # a step that runs but cannot be kept still runs
+            notice(f"the compiled step could not be saved to {self.path} ({type(error).__name__}: {error})")
+            self.outcome = "compiled"
+            return compiled
+        self.outcome = "saved"
+        return compiled

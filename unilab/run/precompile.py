@@ -1,0 +1,82 @@
+"""Where a run keeps its env step compiled ahead of time (``algo.precompile``; ``unilab.core.precompiled``).
+
+The saved step checks nothing when it is loaded, so its file's name carries everything the step was compiled from:
+this package's files (the env's terms, the runner, the learners' acting), the versions of the stack, the task and
+every knob given to it (a motion library by its files' bytes), the physics backend's settings, the algorithm's
+settings but those of a run's length and seed, the device and the GPU, and Inductor's switches. Runs that differ
+in any of them compile a step of their own; a different seed or run length reuses the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import torchrl_ext
+import unilab
+from unilab.core import precompiled
+from unilab.motion.files import motion_files
+from unilab.run.config import TrainConfig, task_overrides
+from unilab.train.prewarm import RUN_ONLY
+
+# The packages whose code a traced step runs, by distribution name.
+STACK = ("torch", "tensordict", "torchrl", "warp-lang", "mujoco-warp", "mujoco")
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _motion_digest(spec: Any) -> list[str]:
+    """The clips a motion spec names, each by its name and bytes: a clip's length may be a constant of the step."""
+    return [f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()}" for path in motion_files(spec)]
+
+
+def step_key(cfg: TrainConfig, device: str) -> str:
+    """A name for the env step a run of ``cfg`` compiles on ``device``: equal only where the step is the same."""
+    algo = dataclasses.asdict(cfg.algo)
+    for name in RUN_ONLY:
+        algo.pop(name, None)
+    task = task_overrides(cfg)
+    if "motion_file" in task:
+        task["motion_file"] = _motion_digest(task["motion_file"])
+    where = torch.device(device)
+    gpu = None
+    if where.type == "cuda":
+        properties = torch.cuda.get_device_properties(where)
+        gpu = [properties.name, properties.major, properties.minor]
+    described = {
+        "task": cfg.task.name,
+        "task_overrides": task,
+        "sim": dataclasses.asdict(cfg.sim),
+        "algo": algo,
+        "device": str(where),
+        "gpu": gpu,
+        "inductor": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and not k.endswith("DIR")},
+        "python": sys.version,
+        "versions": {name: _version(name) for name in STACK},
+        "torch": torch.__version__,  # a local build's own version string, which the distribution may not carry
+    }
+    code = precompiled.sources_digest(Path(unilab.__file__).parent, Path(torchrl_ext.__file__).parent)
+    text = json.dumps(described, sort_keys=True, default=str) + code
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def step_file(cfg: TrainConfig, device: str) -> Path | None:
+    """Where a run of ``cfg`` on ``device`` keeps its compiled env step; None where it keeps none: precompile or
+    compile off, a device other than CUDA (only there does a run compile its step), or no cache folder."""
+    place = precompiled.folder()
+    if not (cfg.algo.precompile and cfg.algo.compile) or torch.device(device).type != "cuda" or place is None:
+        return None
+    return place / f"env_step-{step_key(cfg, device)}.bin"

@@ -3,6 +3,7 @@ that does not load compiled again; and the name a run's env step is kept under."
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -16,14 +17,14 @@ from unilab.run.config import schema
 from unilab.run.precompile import step_file, step_key
 
 # A target whose step reads a tensor through an object holding a ctypes library, which does not pickle (a MuJoCo Warp
-# backend holds such handles): the case the saved function must load without pickling anything it reached.
-SCRIPT = """
-import ctypes, json, sys
-from pathlib import Path
+# backend holds such handles): the case the saved function must load without pickling anything it reached. Its code
+# lives in a module of its own, as a user's task would, outside this package.
+MODULE = """
+import ctypes
 
 import torch
 
-from unilab.core.precompiled import KeptCompile
+SCALE = {scale}
 
 
 class Backend:
@@ -38,8 +39,16 @@ class Target:
         self.weight = torch.full((4,), weight)
 
     def step(self):
-        return torch.sin(self.weight) * 3.0 + self.backend.offset
+        return torch.sin(self.weight) * SCALE + self.backend.offset
+"""
 
+SCRIPT = """
+import json, sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[4])
+from unilab.core.precompiled import KeptCompile
+from user_steps import Target
 
 target = Target(float(sys.argv[2]), float(sys.argv[3]))
 kept = KeptCompile(target.step, Path(sys.argv[1]))
@@ -49,38 +58,63 @@ print(json.dumps({"outcome": kept.outcome, "first": first.tolist(), "second": ke
 """
 
 
-def _run(path: Path, weight: float, offset: float) -> tuple[dict, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(path), str(weight), str(offset)], capture_output=True, text=True, check=False
-    )
+def _run(path: Path, weight: float, offset: float, scale: float = 3.0) -> tuple[dict, str]:
+    code = path.parent / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    (code / "user_steps.py").write_text(MODULE.format(scale=scale))
+    args = [sys.executable, "-c", SCRIPT, str(path), str(weight), str(offset), str(code)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
-def _expected(weight: float, offset: float) -> float:
-    return math.sin(weight) * 3.0 + offset
+def _expected(weight: float, offset: float, scale: float = 3.0) -> list[float]:
+    return [math.sin(weight) * scale + offset] * 4
+
+
+def _notices(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("unilab: the saved compiled step")]
 
 
 def test_a_function_saved_by_one_process_is_loaded_by_the_next_and_reads_the_live_objects(tmp_path: Path) -> None:
     path = tmp_path / "kept" / "step.bin"
     saved, _ = _run(path, 0.5, 1.0)
     assert saved["outcome"] == "saved" and path.is_file()
-    assert saved["first"] == pytest.approx([_expected(0.5, 1.0)] * 4)
-    loaded, _ = _run(path, 1.5, -2.0)  # other values: the loaded function reads this process's tensors
-    assert loaded["outcome"] == "loaded"
-    assert loaded["first"] == pytest.approx([_expected(1.5, -2.0)] * 4)
-    assert loaded["second"] == pytest.approx([_expected(2.5, -2.0)] * 4)
+    assert saved["first"] == pytest.approx(_expected(0.5, 1.0))
+    loaded, stderr = _run(path, 1.5, -2.0)  # other values: the loaded function reads this process's tensors
+    assert loaded["outcome"] == "loaded" and not _notices(stderr)
+    assert loaded["first"] == pytest.approx(_expected(1.5, -2.0))
+    assert loaded["second"] == pytest.approx(_expected(2.5, -2.0))
+
+
+def test_an_edit_to_a_file_the_trace_read_compiles_the_function_again(tmp_path: Path) -> None:
+    path = tmp_path / "step.bin"
+    _run(path, 0.5, 1.0)
+    edited, stderr = _run(path, 0.5, 1.0, scale=4.0)  # the same key: only the module's file tells
+    assert edited["outcome"] == "saved"
+    assert edited["first"] == pytest.approx(_expected(0.5, 1.0, scale=4.0))
+    (notice,) = _notices(stderr)
+    assert "user_steps.py, which has changed since" in notice and notice.endswith("compiling it again")
 
 
 def test_a_file_that_does_not_load_is_compiled_again_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "step.bin"
     path.write_bytes(b"not a saved function")
+    path.with_suffix(".sources.json").write_text("{}")
     result, stderr = _run(path, 0.5, 1.0)
     assert result["outcome"] == "saved"
-    assert result["first"] == pytest.approx([_expected(0.5, 1.0)] * 4)
-    notices = [line for line in stderr.splitlines() if "did not load" in line]
-    assert len(notices) == 1 and str(path) in notices[0] and "compiling it again" in notices[0]
+    assert result["first"] == pytest.approx(_expected(0.5, 1.0))
+    (notice,) = _notices(stderr)
+    assert str(path) in notice and "did not load" in notice
     assert path.read_bytes() != b"not a saved function"
+
+
+def test_a_function_without_its_record_is_not_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "step.bin"
+    path.write_bytes(b"a function cut off before its record was written")
+    result, stderr = _run(path, 0.5, 1.0)
+    assert result["outcome"] == "saved" and "no readable record" in _notices(stderr)[0]
+    assert path.with_suffix(".sources.json").is_file()
 
 
 def _config(**changes: object):
@@ -93,9 +127,16 @@ def _config(**changes: object):
     return cfg
 
 
-def test_the_step_key_ignores_the_seed_and_run_length_and_nothing_the_step_reads() -> None:
-    base = step_key(_config(), "cpu")
-    assert step_key(_config(algo__seed=7, algo__max_iterations=3, algo__precompile=True), "cpu") == base
+@pytest.fixture(scope="module")
+def model():
+    from unilab.tasks.registry import make_task, task_model
+
+    return task_model(make_task("g1_walk_flat"))
+
+
+def test_the_step_key_ignores_the_seed_and_run_length_and_nothing_the_step_reads(model) -> None:
+    base = step_key(_config(), "cpu", model)
+    assert step_key(_config(algo__seed=7, algo__max_iterations=3, algo__precompile=True), "cpu", model) == base
     for changed in (
         _config(algo__num_envs=8),
         _config(task__name="g1_walk_rough"),
@@ -103,27 +144,31 @@ def test_the_step_key_ignores_the_seed_and_run_length_and_nothing_the_step_reads
         _config(task__knobs={"nconmax": 32}),
         _config(algo__actor_hidden=[64, 64]),
     ):
-        assert step_key(changed, "cpu") != base
+        assert step_key(changed, "cpu", model) != base
+    other = copy.copy(model)
+    other.opt.timestep *= 2
+    assert step_key(_config(), "cpu", other) != base
 
 
-def test_the_step_key_reads_a_motion_library_by_its_bytes(tmp_path: Path) -> None:
+def test_the_step_key_reads_a_motion_library_by_its_bytes(tmp_path: Path, model) -> None:
     clip = tmp_path / "clip.npz"
     clip.write_bytes(b"one")
     cfg = _config(task__name="g1_motion_tracking", task__motion_file=str(clip))
-    before = step_key(cfg, "cpu")
+    before = step_key(cfg, "cpu", model)
     clip.write_bytes(b"two")
-    assert step_key(cfg, "cpu") != before
+    assert step_key(cfg, "cpu", model) != before
 
 
-def test_a_run_keeps_a_step_only_where_it_compiles_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_run_keeps_a_step_only_where_it_compiles_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model) -> None:
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr("unilab.run.precompile.step_key", lambda cfg, device: "KEY")  # the GPU's name is not read
-    assert step_file(_config(algo__precompile=True), "cuda") == tmp_path / "unilab-precompiled" / "env_step-KEY.bin"
-    assert step_file(_config(algo__precompile=False), "cuda") is None
-    assert step_file(_config(algo__precompile=True, algo__compile=False), "cuda") is None
-    assert step_file(_config(algo__precompile=True), "cpu") is None  # only a CUDA run compiles its step
+    monkeypatch.setattr("unilab.run.precompile.step_key", lambda *_: "KEY")  # the GPU's name is not read
+    kept = tmp_path / "unilab-precompiled" / "env_step-KEY.bin"
+    assert step_file(_config(algo__precompile=True), "cuda", model) == kept
+    assert step_file(_config(algo__precompile=False), "cuda", model) is None
+    assert step_file(_config(algo__precompile=True, algo__compile=False), "cuda", model) is None
+    assert step_file(_config(algo__precompile=True), "cpu", model) is None  # only a CUDA run compiles its step
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
-    assert step_file(_config(algo__precompile=True), "cuda") is None
+    assert step_file(_config(algo__precompile=True), "cuda", model) is None
 
 
 @pytest.mark.gpu

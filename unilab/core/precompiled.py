@@ -12,6 +12,9 @@ is found by nothing less (``unilab.run.precompile``). The function reaches its o
 save and the load are given as external data: none of them is pickled, and the loaded function reads the live
 objects (weights included) at each call, as the traced one does.
 
+Beside each file a record names every module file the trace read, with its digest; a file is loaded only where
+all of them are as they were, so an edit to a term outside this package (a user's own task) is seen too.
+
 The files live in Inductor's cache folder, so ``unilab cache clear`` clears them with the graphs. One that does not
 load (cut short, damaged, from another torch) is removed with a one-line notice and compiled again.
 """
@@ -21,7 +24,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import json
 import os
+import sys
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -31,6 +36,7 @@ from typing import Any
 import torch
 
 from unilab.core.cache_dirs import notice
+from unilab.core.files import write_atomic
 
 # Under Inductor's cache folder (set by ``unilab.core.cache_dirs.configure``).
 FOLDER = "unilab-precompiled"
@@ -51,6 +57,23 @@ def sources_digest(*roots: Path) -> str:
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of ``path``'s bytes; None where it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def traced_files(compiled: Any) -> dict[str, str | None]:
+    """The module files an ahead-of-time compile traced code of, by their digests (Dynamo's record of the inlined
+    sources; none where a torch version keeps no such record)."""
+    info = getattr(getattr(compiled, "_artifacts", None), "source_info", None)
+    modules = {source.module for source in getattr(info, "inlined_sources", ())}
+    paths = (getattr(sys.modules.get(name), "__file__", None) for name in sorted(modules))
+    return {path: file_digest(Path(path)) for path in paths if path}
 
 
 def _entry_template() -> Any:
@@ -103,12 +126,31 @@ class KeptCompile:
         self.seconds = time.perf_counter() - began
         return self._compiled()
 
+    @property
+    def record(self) -> Path:
+        """The module files the saved trace read, with their digests."""
+        return self.path.with_suffix(".sources.json")
+
     def _drop(self, why: str) -> None:
         notice(f"the saved compiled step {self.path} {why}; compiling it again")
         self.path.unlink(missing_ok=True)
+        self.record.unlink(missing_ok=True)
+
+    def _changed_source(self) -> str | None:
+        """Why the saved trace may no longer be this code's: a file it read that has changed, or no record of them."""
+        try:
+            files = json.loads(self.record.read_text())
+        except (OSError, ValueError):
+            return "has no readable record of the code it traced"
+        changed = next((path for path, digest in files.items() if file_digest(Path(path)) != digest), None)
+        return None if changed is None else f"traced {changed}, which has changed since"
 
     def _load(self) -> Callable[[], Any] | None:
         if not self.path.is_file():
+            return None
+        changed = self._changed_source()
+        if changed is not None:
+            self._drop(changed)
             return None
         _, scope = _entry(self._fn)
         try:
@@ -129,7 +171,10 @@ class KeptCompile:
             compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile(((), {}))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.record.unlink(missing_ok=True)  # a function without its record is never loaded
             compiled.save_compiled_function(str(self.path), external_data={"target": self._fn})
+            record = json.dumps(traced_files(compiled), indent=1).encode()
+            write_atomic(self.record, lambda file: file.write(record))
         except Exception as error:  # a step that runs but cannot be kept still runs
             notice(f"the compiled step could not be saved to {self.path} ({type(error).__name__}: {error})")
             self.outcome = "compiled"

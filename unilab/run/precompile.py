@@ -1,10 +1,12 @@
 """Where a run keeps its env step compiled ahead of time (``algo.precompile``; ``unilab.core.precompiled``).
 
 The saved step checks nothing when it is loaded, so its file's name carries everything the step was compiled from:
-this package's files (the env's terms, the runner, the learners' acting), the versions of the stack, the task and
-every knob given to it (a motion library by its files' bytes), the physics backend's settings, the algorithm's
-settings but those of a run's length and seed, the device and the GPU, and Inductor's switches. Runs that differ
-in any of them compile a step of their own; a different seed or run length reuses the file.
+this package's files (the env's terms, the runner, the learners' acting), the versions of the stack, the task (its
+factory's file too, for a task registered from outside the package) and every knob given to it (a motion library by
+its files' bytes), the compiled MuJoCo model (robot and terrain), the physics backend's settings, the algorithm's
+settings but those of a run's length and seed, the device and the GPU, and Inductor's switches. Runs that differ in
+any of them compile a step of their own; a different seed or run length reuses the file. The saved step's own record
+of the files its trace read (``unilab.core.precompiled``) catches an edit to a term kept elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import mujoco
+import numpy as np
 import torch
 
 import torchrl_ext
@@ -25,6 +29,7 @@ import unilab
 from unilab.core import precompiled
 from unilab.motion.files import motion_files
 from unilab.run.config import TrainConfig, task_overrides
+from unilab.tasks.registry import get_task
 from unilab.train.prewarm import RUN_ONLY
 
 # The packages whose code a traced step runs, by distribution name.
@@ -43,8 +48,15 @@ def _motion_digest(spec: Any) -> list[str]:
     return [f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()}" for path in motion_files(spec)]
 
 
-def step_key(cfg: TrainConfig, device: str) -> str:
-    """A name for the env step a run of ``cfg`` compiles on ``device``: equal only where the step is the same."""
+def _model_digest(model: mujoco.MjModel) -> str:
+    saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, saved)
+    return hashlib.sha256(saved.tobytes()).hexdigest()
+
+
+def step_key(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> str:
+    """A name for the env step a run of ``cfg`` compiles on ``device`` for the physics ``model``: equal only where the
+    step is the same."""
     algo = dataclasses.asdict(cfg.algo)
     for name in RUN_ONLY:
         algo.pop(name, None)
@@ -56,9 +68,12 @@ def step_key(cfg: TrainConfig, device: str) -> str:
     if where.type == "cuda":
         properties = torch.cuda.get_device_properties(where)
         gpu = [properties.name, properties.major, properties.minor]
+    factory = sys.modules[get_task(cfg.task.name).make_config.__module__].__file__
     described = {
         "task": cfg.task.name,
+        "task_factory": precompiled.file_digest(Path(factory)) if factory else None,
         "task_overrides": task,
+        "model": _model_digest(model),
         "sim": dataclasses.asdict(cfg.sim),
         "algo": algo,
         "device": str(where),
@@ -73,10 +88,11 @@ def step_key(cfg: TrainConfig, device: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def step_file(cfg: TrainConfig, device: str) -> Path | None:
-    """Where a run of ``cfg`` on ``device`` keeps its compiled env step; None where it keeps none: precompile or
-    compile off, a device other than CUDA (only there does a run compile its step), or no cache folder."""
+def step_file(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> Path | None:
+    """Where a run of ``cfg`` on ``device`` keeps its compiled env step for the physics ``model``; None where it keeps
+    none: precompile or compile off, a device other than CUDA (only there does a run compile its step), or no cache
+    folder."""
     place = precompiled.folder()
     if not (cfg.algo.precompile and cfg.algo.compile) or torch.device(device).type != "cuda" or place is None:
         return None
-    return place / f"env_step-{step_key(cfg, device)}.bin"
+    return place / f"env_step-{step_key(cfg, device, model)}.bin"

@@ -155,7 +155,7 @@ class TrainingRun:
                 captured = " (torch.compile, CUDA graph capture)" if torch.device(device).type == "cuda" else ""
                 announce("train", f"building the {cfg.algo.name} trainer{captured}")
             trainer_class = OnPolicyTrainer if cfg.algo.on_policy else OffPolicyTrainer
-            trainer = trainer_class(env, cfg.algo, world, step_file=step_file(cfg, device))
+            trainer = trainer_class(env, cfg.algo, world, step_file=step_file(cfg, device, env.sim.model))
             clock.mark("trainer_build", parts=trainer.runner.startup)
             if prewarm is not None:
                 prewarm.wait()

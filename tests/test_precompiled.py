@@ -188,3 +188,46 @@ def test_a_second_cuda_run_loads_the_step_the_first_saved(tmp_path: Path) -> Non
         assert summary["status"] == "completed"
         parts.append(summary["startup_sec"])
     assert "env_step_saved" in parts[0] and "env_step_loaded" in parts[1]
+
+
+UPDATE = """
+import json, sys
+
+import torch
+
+from torchrl_ext.distributed import ALONE
+from unilab.envs.layout import task_layout
+from unilab.tasks.registry import make_task
+from unilab.train.learner import learner_class
+from unilab.train.prewarm import zero_batch
+from unilab.train.sac.config import SACConfig
+
+torch.manual_seed(0)
+spec = task_layout(make_task("g1_walk_flat")).spec(4, torch.device("cpu"))
+cfg = SACConfig(num_envs=4, batch_size=32, updates_per_step=2, policy_frequency=1, precompile=True)
+learner = learner_class(cfg)(spec, cfg, ALONE, acting_copy=True)
+learner.compile = True  # as on CUDA, where a learner compiles its losses
+batch = zero_batch(spec, 64)
+batch.apply_(lambda t: t.normal_(generator=torch.Generator().manual_seed(1)) if t.is_floating_point() else t)
+out = learner.update(batch)
+kept = {name: getattr(learner, name).outcome for name in ("_critic_loss", "_actor_loss")}
+print(json.dumps({"kept": kept, "out": {k: v.item() for k, v in out.items()}}))
+"""
+
+
+@pytest.mark.slow
+def test_a_learner_keeps_its_compiled_losses_and_a_second_process_loads_them(tmp_path: Path) -> None:
+    environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    results = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", UPDATE], capture_output=True, text=True, env=environment, check=False
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    saved, loaded = results
+    assert saved["kept"] == {"_critic_loss": "saved", "_actor_loss": "saved"}
+    assert loaded["kept"] == {"_critic_loss": "loaded", "_actor_loss": "loaded"}
+    assert loaded["out"] == pytest.approx(saved["out"], rel=1e-5, abs=1e-6)  # the same draws, the same update
+    kept = sorted(path.name.split("-")[0] for path in (tmp_path / "inductor" / "unilab-precompiled").glob("*.bin"))
+    assert kept == ["actor_loss", "critic_loss"]

@@ -23,7 +23,8 @@ from unilab.envs.runner import EnvRunner
 from unilab.tasks.registry import make_functional_env, make_task
 from unilab.train import prewarm
 from unilab.train.off_policy import TRANSITION_KEYS
-from unilab.train.prewarm import UpdatePrewarm, prewarm_key, record_path, zero_batch
+from unilab.train.prewarm import UpdatePrewarm, record_path, zero_batch
+from unilab.train.update_key import update_key
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
@@ -60,11 +61,11 @@ def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Pat
 
 def test_the_record_names_the_update_not_the_run() -> None:
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
-    key = prewarm_key(_algo("sac"), spec)
-    assert prewarm_key(_algo("sac", "algo.seed=7", "algo.max_iterations=9", "algo.save_interval=3"), spec) == key
-    assert prewarm_key(_algo("sac", "algo.batch_size=32"), spec) != key
-    assert prewarm_key(_algo("flashsac"), spec) != key
-    assert prewarm_key(_algo("sac"), dataclasses.replace(spec, num_envs=8)) != key
+    key = update_key(_algo("sac"), spec)
+    assert update_key(_algo("sac", "algo.seed=7", "algo.max_iterations=9", "algo.save_interval=3"), spec) == key
+    assert update_key(_algo("sac", "algo.batch_size=32"), spec) != key
+    assert update_key(_algo("flashsac"), spec) != key
+    assert update_key(_algo("sac"), dataclasses.replace(spec, num_envs=8)) != key
 
 
 def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

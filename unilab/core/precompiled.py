@@ -30,6 +30,7 @@ import sys
 import time
 import types
 from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,38 @@ from unilab.core.files import write_atomic
 
 # Under Inductor's cache folder (set by ``unilab.core.cache_dirs.configure``).
 FOLDER = "unilab-precompiled"
+# The packages whose code a traced function runs, by distribution name.
+STACK = ("torch", "tensordict", "torchrl", "warp-lang", "mujoco-warp", "mujoco")
 
 
 def folder() -> Path | None:
     """Where saved functions go; None where Inductor's cache folder is unset (nothing is then kept)."""
     inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     return None if not inductor else Path(inductor) / FOLDER
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def system(device: torch.device) -> dict[str, Any]:
+    """What a compiled function depends on beside its own code and settings: the device and its GPU, Python, the
+    stack's versions and Inductor's switches."""
+    gpu = None
+    if device.type == "cuda":
+        properties = torch.cuda.get_device_properties(device)
+        gpu = [properties.name, properties.major, properties.minor]
+    return {
+        "device": str(device),
+        "gpu": gpu,
+        "python": sys.version,
+        "versions": {name: _version(name) for name in STACK},
+        "torch": torch.__version__,  # a local build's own version string, which the distribution may not carry
+        "inductor": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and not k.endswith("DIR")},
+    }
 
 
 def sources_digest(*roots: Path) -> str:
@@ -76,11 +103,11 @@ def traced_files(compiled: Any) -> dict[str, str | None]:
     return {path: file_digest(Path(path)) for path in paths if path}
 
 
-def _entry_template() -> Any:
-    return TARGET()  # noqa: F821 (the global of each entry's own namespace, ``_entry``)
+def _entry_template(*args: Any) -> Any:
+    return TARGET(*args)  # noqa: F821 (the global of each entry's own namespace, ``_entry``)
 
 
-def _entry(fn: Callable[[], Any]) -> tuple[types.FunctionType, dict[str, Any]]:
+def _entry(fn: Callable[..., Any]) -> tuple[types.FunctionType, dict[str, Any]]:
     """A function calling ``fn`` through a global of its own namespace, the shape a saved function can load into:
     Dynamo saves the global's name, and the load binds it to this process's ``fn``."""
     scope = {"__builtins__": builtins, "TARGET": fn}
@@ -96,35 +123,37 @@ def _aot_enabled() -> Iterator[None]:
 
 
 class KeptCompile:
-    """``fn`` (no arguments) compiled whole, the first call loading it from ``path`` where a run saved it, else
-    compiling it ahead of time and saving it there. ``outcome`` then says which ("loaded", "saved", or "compiled"
-    where the save failed) and ``seconds`` how long the load, or the compile and save, took."""
+    """``fn`` compiled whole, the first call loading it from ``path`` where a run saved it, else compiling it ahead of
+    time for that call's arguments and saving it there; later calls must pass arguments of the same structure,
+    shapes and dtypes, which nothing checks. ``outcome`` then says which ("loaded", "saved"; "compiled" where the
+    save failed, "traced" where ``fn`` did not compile whole and ``torch.compile`` took it as usual) and ``seconds``
+    how long the load, or the compile and save, took."""
 
-    def __init__(self, fn: Callable[[], Any], path: Path) -> None:
+    def __init__(self, fn: Callable[..., Any], path: Path) -> None:
         self._fn, self.path = fn, path
-        self._compiled: Callable[[], Any] | None = None
+        self._compiled: Callable[..., Any] | None = None
         self.outcome: str | None = None
         self.seconds = 0.0
 
-    def __call__(self) -> Any:
+    def __call__(self, *args: Any) -> Any:
         if self._compiled is not None:
-            return self._compiled()
-        # The first call, under the caller's grad mode and matmul settings, which the saved function checks.
+            return self._compiled(*args)
+        # The first call, under the caller's grad mode, autocast and matmul settings, which the saved function checks.
         began = time.perf_counter()
         loaded = self._load()
         self.seconds = time.perf_counter() - began
         if loaded is not None:
             try:
-                result = loaded()
+                result = loaded(*args)
             except Exception as error:  # a file that loads but does not run (another GPU's kernels) is compiled again
                 self._drop(f"did not run ({type(error).__name__})")
             else:
                 self._compiled = loaded
                 return result
         began = time.perf_counter()
-        self._compiled = self._compile_and_save()
+        self._compiled = self._compile_and_save(args)
         self.seconds = time.perf_counter() - began
-        return self._compiled()
+        return self._compiled(*args)
 
     @property
     def record(self) -> Path:
@@ -145,7 +174,7 @@ class KeptCompile:
         changed = next((path for path, digest in files.items() if file_digest(Path(path)) != digest), None)
         return None if changed is None else f"traced {changed}, which has changed since"
 
-    def _load(self) -> Callable[[], Any] | None:
+    def _load(self) -> Callable[..., Any] | None:
         if not self.path.is_file():
             return None
         changed = self._changed_source()
@@ -164,11 +193,17 @@ class KeptCompile:
         self.outcome = "loaded"
         return loaded
 
-    def _compile_and_save(self) -> Callable[[], Any]:
+    def _compile_and_save(self, args: tuple) -> Callable[..., Any]:
         entry, _ = _entry(self._fn)
         options = {"guard_filter_fn": torch.compiler.keep_portable_guards_unsafe}
-        with _aot_enabled():
-            compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile(((), {}))
+        try:
+            with _aot_enabled():
+                compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile((args, {}))
+        except torch._dynamo.exc.Unsupported as error:  # a graph break: compiled in pieces, each process anew
+            why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            notice(f"{self.path.name} is compiled as usual, not kept: it does not compile whole ({why})")
+            self.outcome = "traced"
+            return torch.compile(self._fn)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.record.unlink(missing_ok=True)  # a function without its record is never loaded

@@ -14,9 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +28,7 @@ from unilab.core import precompiled
 from unilab.motion.files import motion_files
 from unilab.run.config import TrainConfig, task_overrides
 from unilab.tasks.registry import get_task
-from unilab.train.prewarm import RUN_ONLY
-
-# The packages whose code a traced step runs, by distribution name.
-STACK = ("torch", "tensordict", "torchrl", "warp-lang", "mujoco-warp", "mujoco")
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+from unilab.train.update_key import RUN_ONLY
 
 
 def _motion_digest(spec: Any) -> list[str]:
@@ -63,11 +51,6 @@ def step_key(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> str:
     task = task_overrides(cfg)
     if "motion_file" in task:
         task["motion_file"] = _motion_digest(task["motion_file"])
-    where = torch.device(device)
-    gpu = None
-    if where.type == "cuda":
-        properties = torch.cuda.get_device_properties(where)
-        gpu = [properties.name, properties.major, properties.minor]
     factory = sys.modules[get_task(cfg.task.name).make_config.__module__].__file__
     described = {
         "task": cfg.task.name,
@@ -76,12 +59,7 @@ def step_key(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> str:
         "model": _model_digest(model),
         "sim": dataclasses.asdict(cfg.sim),
         "algo": algo,
-        "device": str(where),
-        "gpu": gpu,
-        "inductor": {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_") and not k.endswith("DIR")},
-        "python": sys.version,
-        "versions": {name: _version(name) for name in STACK},
-        "torch": torch.__version__,  # a local build's own version string, which the distribution may not carry
+        "system": precompiled.system(torch.device(device)),
     }
     code = precompiled.sources_digest(Path(unilab.__file__).parent, Path(torchrl_ext.__file__).parent)
     text = json.dumps(described, sort_keys=True, default=str) + code

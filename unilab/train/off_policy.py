@@ -31,6 +31,7 @@ from torch.profiler import record_function
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.replay import DeviceReplay
 from unilab.core import rng as rnglib
+from unilab.core.precompiled import KeptCompile
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
@@ -38,6 +39,7 @@ from unilab.train.learner import ACTOR_AVERAGE, learner_class
 from unilab.train.loop import Trainer, scalar_curricula
 from unilab.train.seeding import rank_seed
 from unilab.train.settings import OffPolicySettings
+from unilab.train.update_key import kept_loss
 
 LossFn = Callable[[TensorDictBase], TensorDict]
 
@@ -78,6 +80,7 @@ class OffPolicyLearner:
     def __init__(self, spec: EnvSpec, cfg: OffPolicySettings, world: World) -> None:
         self.cfg = cfg
         self.world = world
+        self._spec = spec  # the layout its compiled losses are named after (``algo.precompile``)
         self.device = device = spec.device
         self.action_dim = spec.action_dim
         self.acting: nn.Module | None = None  # the actor ``act`` runs; set by ``_set_acting``
@@ -215,17 +218,21 @@ class OffPolicyLearner:
                 loss.update_target()
         return TensorDict(out, batch_size=[])
 
-    def _compiled(self, fn: LossFn) -> LossFn:
-        return torch.compile(fn) if self.compile else fn
+    def _compiled(self, fn: LossFn, name: str) -> LossFn:
+        """``fn`` as the update runs it: compiled on CUDA, and with ``algo.precompile`` kept on disk as ``name``."""
+        if not self.compile:
+            return fn
+        kept = kept_loss(self.cfg, self._spec, name)
+        return torch.compile(fn) if kept is None else KeptCompile(fn, kept)
 
     # Built on first use: a subclass makes ``loss`` after ``Learner.__init__`` has run.
     @functools.cached_property
     def _critic_loss(self) -> LossFn:
-        return self._compiled(self.loss.critic_loss)
+        return self._compiled(self.loss.critic_loss, "critic_loss")
 
     @functools.cached_property
     def _actor_loss(self) -> LossFn:
-        return self._compiled(self.loss.actor_loss)
+        return self._compiled(self.loss.actor_loss, "actor_loss")
 
     def state_dict(self) -> dict:
         state = {

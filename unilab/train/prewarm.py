@@ -20,8 +20,6 @@ it would have done without a side process.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import os
 import pickle
 import subprocess
@@ -32,14 +30,13 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict
 
-import torchrl_ext
 from torchrl_ext.distributed import ALONE
 from unilab.core import side_process
-from unilab.core.precompiled import sources_digest
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
 from unilab.train.off_policy import TRANSITION_KEYS
 from unilab.train.settings import OffPolicySettings
+from unilab.train.update_key import update_key
 
 
 def zero_batch(spec: EnvSpec, rows: int) -> TensorDict:
@@ -66,28 +63,15 @@ def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
         torch.cuda.synchronize(spec.device)
 
 
-# Settings no graph of the update depends on: runs that differ only in these compile the same update.
-RUN_ONLY = ("max_iterations", "save_interval", "seed", "resume", "learning_starts", "replay_buffer_n", "precompile")
 # Where the records of finished side processes go, under Inductor's cache folder.
 RECORDS = "unilab-prewarm"
-
-
-def prewarm_key(cfg: OffPolicySettings, spec: EnvSpec) -> str:
-    """A name for the update ``cfg``'s learner compiles on envs of ``spec``: equal for runs whose update graphs are
-    the same (the settings of ``RUN_ONLY`` aside), different when the torch version or the learners' code differ."""
-    settings = dataclasses.asdict(cfg)
-    for name in RUN_ONLY:
-        settings.pop(name, None)
-    code = sources_digest(Path(__file__).resolve().parent, Path(torchrl_ext.__file__).resolve().parent)
-    parts = (torch.__version__, code, type(cfg).__qualname__, repr(sorted(settings.items())), repr(spec))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
 def record_path(cfg: OffPolicySettings, spec: EnvSpec) -> Path | None:
     """Where a side process that compiled ``cfg``'s update for ``spec`` records it: in Inductor's cache folder (set
     by ``unilab.core.cache_dirs.configure``), so that clearing the cache clears the record; None where it is unset."""
     folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    return None if not folder else Path(folder) / RECORDS / prewarm_key(cfg, spec)
+    return None if not folder else Path(folder) / RECORDS / update_key(cfg, spec)
 
 
 # Longer than any compile of an update measured (FlashSAC's, cold, about a minute on the H200): a side process past it

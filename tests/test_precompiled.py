@@ -87,6 +87,7 @@ def test_a_function_saved_by_one_process_is_loaded_by_the_next_and_reads_the_liv
     assert loaded["second"] == pytest.approx(_expected(2.5, -2.0))
 
 
+@pytest.mark.slow
 def test_an_edit_to_a_file_the_trace_read_compiles_the_function_again(tmp_path: Path) -> None:
     path = tmp_path / "step.bin"
     _run(path, 0.5, 1.0)
@@ -109,6 +110,7 @@ def test_a_file_that_does_not_load_is_compiled_again_with_one_line(tmp_path: Pat
     assert path.read_bytes() != b"not a saved function"
 
 
+@pytest.mark.slow
 def test_a_function_without_its_record_is_not_loaded(tmp_path: Path) -> None:
     path = tmp_path / "step.bin"
     path.write_bytes(b"a function cut off before its record was written")

@@ -59,8 +59,8 @@ class RunSettings:
     compile: bool = setting(True, "torch.compile the env step and the losses before graph capture; CUDA only")
     precompile: bool = setting(
         False,
-        "keep the compiled env step on disk, so a later run of the same code and settings loads it instead of "
-        "tracing it (with algo.compile; CUDA only)",
+        "keep the compiled env step (and an off-policy run's losses) on disk, so a later run of the same code and "
+        "settings loads them instead of tracing them (with algo.compile; CUDA only)",
     )
 
     def check(self) -> None:

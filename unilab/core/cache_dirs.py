@@ -270,6 +270,13 @@ def corrupt_bytecode(error: BaseException) -> Path | None:
     return None
 
 
+def inductor_folder(name: str) -> Path | None:
+    """A folder of this package's own under Inductor's cache folder, so that clearing that cache clears it too; None
+    where the variable is unset (``configure`` sets it)."""
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return None if not inductor else Path(inductor) / name
+
+
 def notice(message: str) -> None:
     """A cache's one-line notice on stderr: what was wrong, and that it is being rebuilt."""
     print(f"unilab: {' '.join(message.split())}", file=sys.stderr, flush=True)

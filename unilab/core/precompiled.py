@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ from typing import Any
 
 import torch
 
-from unilab.core.cache_dirs import notice
+from unilab.core.cache_dirs import inductor_folder, notice
 from unilab.core.files import write_atomic
 
 # Under Inductor's cache folder (set by ``unilab.core.cache_dirs.configure``).
@@ -47,8 +48,7 @@ STACK = ("torch", "tensordict", "torchrl", "warp-lang", "mujoco-warp", "mujoco")
 
 def folder() -> Path | None:
     """Where saved functions go; None where Inductor's cache folder is unset (nothing is then kept)."""
-    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    return None if not inductor else Path(inductor) / FOLDER
+    return inductor_folder(FOLDER)
 
 
 def _version(distribution: str) -> str | None:
@@ -75,6 +75,7 @@ def system(device: torch.device) -> dict[str, Any]:
     }
 
 
+@functools.cache  # a run names its env step and each loss after the same packages
 def sources_digest(*roots: Path) -> str:
     """A digest of every file under ``roots`` (names and bytes, ``__pycache__`` aside): an edit anywhere there may
     change what a trace reads."""

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import mujoco
-import numpy as np
 import torch
 
 import torchrl_ext
@@ -27,19 +26,14 @@ import unilab
 from unilab.core import precompiled
 from unilab.motion.files import motion_files
 from unilab.run.config import TrainConfig, task_overrides
+from unilab.sim.base import saved_model
 from unilab.tasks.registry import get_task
 from unilab.train.update_key import RUN_ONLY
 
 
 def _motion_digest(spec: Any) -> list[str]:
     """The clips a motion spec names, each by its name and bytes: a clip's length may be a constant of the step."""
-    return [f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()}" for path in motion_files(spec)]
-
-
-def _model_digest(model: mujoco.MjModel) -> str:
-    saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
-    mujoco.mj_saveModel(model, None, saved)
-    return hashlib.sha256(saved.tobytes()).hexdigest()
+    return [f"{path.name}:{precompiled.file_digest(path)}" for path in motion_files(spec)]
 
 
 def step_key(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> str:
@@ -56,7 +50,7 @@ def step_key(cfg: TrainConfig, device: str, model: mujoco.MjModel) -> str:
         "task": cfg.task.name,
         "task_factory": precompiled.file_digest(Path(factory)) if factory else None,
         "task_overrides": task,
-        "model": _model_digest(model),
+        "model": hashlib.sha256(saved_model(model)).hexdigest(),
         "sim": dataclasses.asdict(cfg.sim),
         "algo": algo,
         "system": precompiled.system(torch.device(device)),

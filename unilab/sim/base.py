@@ -121,6 +121,13 @@ class Capabilities:
     graph_capturable: bool
 
 
+def saved_model(model: mujoco.MjModel) -> bytes:
+    """``model`` as MuJoCo's binary: every number of the compiled model, for a digest of it."""
+    saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
+    mujoco.mj_saveModel(model, None, saved)
+    return saved.tobytes()
+
+
 def nominal_params(model: mujoco.MjModel) -> dict[str, np.ndarray]:
     """The model's own value of every ``MODEL_PARAMS`` entry (the per-world default)."""
     return {

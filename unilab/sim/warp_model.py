@@ -19,11 +19,10 @@ from pathlib import Path
 
 import mujoco
 import mujoco_warp as mjw
-import numpy as np
 import warp as wp
 
 from unilab.core.cache_dirs import drop_corrupt_warp_modules
-from unilab.sim.base import MODEL_PARAMS, SimConfig
+from unilab.sim.base import MODEL_PARAMS, SimConfig, saved_model
 from unilab.sim.kernel_prebuild import launched_kernels, load_variants
 
 GAIN_FIELDS = ("actuator_gainprm", "actuator_biasprm")
@@ -127,9 +126,7 @@ def _built_record(model: mujoco.MjModel, config: SimConfig, device: str) -> Path
     them (the model, the backend's settings, the device's architecture, Warp's and mujoco_warp's versions, Warp's
     code generation settings, and this package's code that shapes them). A digest that differs where the kernels do
     not (another terrain's heights) costs a build, never a wrong kernel."""
-    saved = np.zeros(mujoco.mj_sizeModel(model), dtype=np.uint8)
-    mujoco.mj_saveModel(model, None, saved)
-    digest = hashlib.sha256(saved.tobytes())
+    digest = hashlib.sha256(saved_model(model))
     arch = "cpu" if device == "cpu" else f"sm_{wp.get_device(device).arch}"
     made_by = (Path(__file__), Path(__file__).with_name("hfield_fix.py"))
     # Warp's code generation, which ``bench physics --warp-opt`` and ``sim.warp_output`` set for the process

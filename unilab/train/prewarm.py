@@ -32,6 +32,7 @@ from tensordict import TensorDict
 
 from torchrl_ext.distributed import ALONE
 from unilab.core import side_process
+from unilab.core.cache_dirs import inductor_folder
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
 from unilab.train.off_policy import TRANSITION_KEYS
@@ -70,8 +71,8 @@ RECORDS = "unilab-prewarm"
 def record_path(cfg: OffPolicySettings, spec: EnvSpec) -> Path | None:
     """Where a side process that compiled ``cfg``'s update for ``spec`` records it: in Inductor's cache folder (set
     by ``unilab.core.cache_dirs.configure``), so that clearing the cache clears the record; None where it is unset."""
-    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    return None if not folder else Path(folder) / RECORDS / update_key(cfg, spec)
+    folder = inductor_folder(RECORDS)
+    return None if folder is None else folder / update_key(cfg, spec)
 
 
 # Longer than any compile of an update measured (FlashSAC's, cold, about a minute on the H200): a side process past it

@@ -7,6 +7,8 @@ counter-based random keys, a fixed-shape permutation that replays inside a graph
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -27,8 +29,10 @@ from torchrl_ext.ppo import (
     value_operator,
 )
 from unilab.core import rng as rnglib
+from unilab.core.precompiled import KeptCompile
 from unilab.core.spec import EnvSpec
 from unilab.train.seeding import rank_seed, seeded
+from unilab.train.update_key import kept_loss
 
 if TYPE_CHECKING:
     from unilab.train.ppo.config import PPOConfig
@@ -94,11 +98,20 @@ class PPOLearner:
         )
         self.minibatch = cfg.num_envs * cfg.num_steps_per_env // cfg.num_mini_batches
         self.compile = cfg.compile and on_cuda
-        # Inductor fuses the loss's elementwise tail into few kernels; fullgraph, so that anything that would read a
-        # device value on the host (a graph break) fails at compile time, not inside the captured update.
-        self._loss_fn = torch.compile(self.objective, fullgraph=True) if self.compile else self.objective
+        self._spec = spec  # the layout its compiled loss is named after (``algo.precompile``)
         self._act_rng = rnglib.make_rng(rank_seed(cfg.seed, "explore", world.rank), device)
         self._shuffle_rng = rnglib.make_rng(rank_seed(cfg.seed, "shuffle", world.rank), device)
+
+    # Built on first use, so that ``compile`` set after construction (as a test does on CPU) is honoured.
+    @functools.cached_property
+    def _loss_fn(self) -> Callable[[TensorDict], TensorDict]:
+        """The loss as the update runs it. Compiled, Inductor fuses its elementwise tail into few kernels; whole, so
+        that anything that would read a device value on the host (a graph break) fails at compile time, not inside
+        the captured update; and with ``algo.precompile`` kept on disk, so that a later run loads it."""
+        if not self.compile:
+            return self.objective
+        kept = kept_loss(self.cfg, self._spec, "ppo_loss")
+        return torch.compile(self.objective, fullgraph=True) if kept is None else KeptCompile(self.objective, kept)
 
     @staticmethod
     def _next(rng: torch.Tensor) -> torch.Tensor:

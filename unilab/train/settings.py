@@ -59,7 +59,7 @@ class RunSettings:
     compile: bool = setting(True, "torch.compile the env step and the losses before graph capture; CUDA only")
     precompile: bool = setting(
         False,
-        "keep the compiled env step (and an off-policy run's losses) on disk, so a later run of the same code and "
+        "keep the compiled env step and losses on disk, so a later run of the same code and "
         "settings loads them instead of tracing them (with algo.compile; CUDA only)",
     )
 

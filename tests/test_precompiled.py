@@ -205,11 +205,13 @@ from unilab.envs.layout import task_layout
 from unilab.tasks.registry import make_task
 from unilab.train.learner import learner_class
 from unilab.train.prewarm import zero_batch
+from unilab.train.flashsac.config import FlashSACConfig
 from unilab.train.sac.config import SACConfig
 
 torch.manual_seed(0)
 spec = task_layout(make_task("g1_walk_flat")).spec(4, torch.device("cpu"))
-cfg = SACConfig(num_envs=4, batch_size=32, updates_per_step=2, policy_frequency=1, precompile=True)
+config = {"sac": SACConfig, "flashsac": FlashSACConfig}[sys.argv[1]]
+cfg = config(num_envs=4, batch_size=32, updates_per_step=2, policy_frequency=1, precompile=True)
 learner = learner_class(cfg)(spec, cfg, ALONE, acting_copy=True)
 learner.compile = True  # as on CUDA, where a learner compiles its losses
 batch = zero_batch(spec, 64)
@@ -242,18 +244,25 @@ print(json.dumps({"kept": {"_loss_fn": learner._loss_fn.outcome}, "out": {k: v.i
 """
 
 
+SAC_LOSSES = ["actor_loss", "critic_loss"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("script", "files"), [(UPDATE, ["actor_loss", "critic_loss"]), (PPO_UPDATE, ["ppo_loss"])], ids=["sac", "ppo"]
+    ("algo", "script", "files"),
+    [("sac", UPDATE, SAC_LOSSES), ("flashsac", UPDATE, SAC_LOSSES), ("ppo", PPO_UPDATE, ["ppo_loss"])],
+    ids=["sac", "flashsac", "ppo"],
 )
 def test_a_learner_keeps_its_compiled_losses_and_a_second_process_loads_them(
-    tmp_path: Path, script: str, files: list[str]
+    tmp_path: Path, algo: str, script: str, files: list[str]
 ) -> None:
+    """The second process's update, from the same draws, equals the first's: FlashSAC's BatchNorm statistics, which
+    its losses update in place, included."""
     environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     results = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, env=environment, check=False
+            [sys.executable, "-c", script, algo], capture_output=True, text=True, env=environment, check=False
         )
         assert done.returncode == 0, done.stderr[-3000:]
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -30,7 +30,6 @@ from unilab.envs.layout import task_layout
 from unilab.envs.runner import NonFiniteError
 from unilab.run.checkpoint import CheckpointError, nonfinite_tensors, prune_checkpoints, save_checkpoint
 from unilab.run.config import TrainConfig, task_overrides
-from unilab.run.deploy_export import export_policy
 from unilab.run.loggers import RunLogger
 from unilab.run.metrics import TailRateMeter
 from unilab.run.precompile import step_file
@@ -442,6 +441,8 @@ class TrainingRun:
         self._publish(self._summary("running", point))
 
     def _export(self) -> None:
+        from unilab.run.deploy_export import export_policy  # ONNX's runtime loads only for a run that exports
+
         origin = run_origin(self.cfg, self.record.environment)
         export_policy(self.trainer.deployed_actor(), self.env, self.run_dir / POLICY_FILENAME, origin)
 

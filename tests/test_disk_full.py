@@ -16,7 +16,7 @@ from test_train import tiny
 
 from unilab.apps.train import main
 from unilab.core.files import DiskFullError, write_atomic
-from unilab.run import training_run
+from unilab.run import deploy_export
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_a_run_whose_policy_could_not_be_written_has_not_completed(
     def no_room(*args, **kwargs) -> None:
         raise DiskFullError("cannot write policy.onnx: No space left on device (0.0 MiB free there)")
 
-    monkeypatch.setattr(training_run, "export_policy", no_room)
+    monkeypatch.setattr(deploy_export, "export_policy", no_room)
     with pytest.raises(SystemExit) as exit_info:
         main(tiny(tmp_path, "mujoco", "algo.max_iterations=4"))
     assert exit_info.value.code == 1

@@ -64,9 +64,9 @@ def main() -> None:
 
     compiled = first_step(runners[0])
     first, second = (runner.step().clone() for runner in runners[1:])
-    kept_compile = runners[0].kept
-    if kept_compile is not None:
-        report.update(kept=kept_compile.outcome, kept_sec=kept_compile.seconds, file_bytes=path.stat().st_size)
+    split = runners[0].kept_split()  # named as a run's start-up split names it: env_step_saved or env_step_loaded
+    if split:
+        report.update(split, file_bytes=path.stat().st_size)
     report.update(eager_floor=gap(first, second), compiled_gap=gap(compiled, first))
     report["total_sec"] = time.perf_counter() - began
     print(json.dumps(report), flush=True)

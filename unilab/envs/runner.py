@@ -141,9 +141,17 @@ class EnvRunner:
         self._graph, self._out = record(self._step_in_place, own)
         settle(device)
         self.startup.update(env_warmup=captured - began, env_capture=time.perf_counter() - captured)
-        if self.kept is not None and self.kept.outcome is not None:  # the load, or the compile and save, on its own
-            self.startup[f"env_step_{self.kept.outcome}"] = self.kept.seconds
-            self.startup["env_warmup"] -= self.kept.seconds
+        kept = self.kept_split()
+        self.startup.update(kept)
+        self.startup["env_warmup"] -= sum(kept.values())
+
+    def kept_split(self) -> dict[str, float]:
+        """The kept step's load, or its compile and save, as a start-up part (``env_step_loaded`` or
+        ``env_step_saved``); empty where the step is not kept or has not been called yet. A captured runner reports it
+        in ``startup``; an uncaptured one first steps inside its trainer's first iteration, which reports it."""
+        if self.kept is None or self.kept.outcome is None:
+            return {}
+        return {f"env_step_{self.kept.outcome}": self.kept.seconds}
 
     @property
     def graph(self) -> torch.cuda.CUDAGraph | None:

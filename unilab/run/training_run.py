@@ -279,7 +279,8 @@ class TrainingRun:
             trainer.iteration += 1
             watchdog.beat()  # the first beat arms it: compiles and captures are behind us
             if first:  # capture / first-update iteration: excluded from the tail rate
-                self.startup.mark("first_iteration")
+                kept = trainer.runner.kept_split()  # an uncaptured runner (PPO's) loaded or saved its step just now
+                self.startup.mark("first_iteration", {k: v for k, v in kept.items() if k not in self.startup.phases})
                 self.startup.take_compile_split()
                 # every physics call so far waited for the kernels built beside the tracing: their figures are final
                 self.startup.kernel_build = trainer.runner.env.sim.kernel_build_seconds()

@@ -35,8 +35,6 @@ class SACConfig(OffPolicySettings):
     learner_path = "unilab.train.sac.learner:SACLearner"
 
     name: str = redefault(RunSettings, "name", "sac")
-    # Measured on CUDA for SAC alone (ADR 42): a warm start 3-4 s shorter, the tails no lower.
-    precompile: bool = redefault(RunSettings, "precompile", True)
     actor_hidden: list[int] = setting([512, 256, 128], "the actor MLP's hidden sizes", LAYER_SIZES, True)
     critic_hidden: list[int] = setting([768, 384, 192], "the critic MLP's hidden sizes", LAYER_SIZES, True)
     target_entropy_ratio: float = setting(

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -308,27 +309,30 @@ def test_profile_refuses_a_bad_override_in_one_line(
 def test_profile_builds_the_on_policy_trainer_for_the_task_an_override_names(
     monkeypatch: pytest.MonkeyPatch, workload: str, task: str
 ) -> None:
-    """A PPO workload is profiled on the trainer a PPO run trains with, for the task an override names."""
+    """A PPO workload is profiled on the trainer a PPO run trains with, for the task an override names, with the
+    compiled env step such a run keeps."""
+    import unilab.run.precompile as precompile
     import unilab.tasks.registry as registry
     import unilab.train.on_policy as on_policy
     from unilab.train.ppo.config import PPOConfig
 
     built: list[object] = []
 
-    def env_of(name: str, **_: object) -> str:
+    def env_of(name: str, **_: object) -> SimpleNamespace:
         built.append(name)
-        return f"{name} env"
+        return SimpleNamespace(name=f"{name} env", sim=SimpleNamespace(model=f"{name} model"))
 
-    def refuse(env: str, cfg: PPOConfig) -> None:
-        built.append((env, cfg.name))
+    def refuse(env: SimpleNamespace, cfg: PPOConfig, step_file: Path | None = None) -> None:
+        built.append((env.name, cfg.name, step_file))
         raise RuntimeError("stop before any trainer")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(registry, "make_functional_env", env_of)
     monkeypatch.setattr(on_policy, "OnPolicyTrainer", refuse)
+    monkeypatch.setattr(precompile, "step_file", lambda cfg, device, model: Path(f"{cfg.task.name} {device} {model}"))
     with pytest.raises(RuntimeError, match="stop before any trainer"):
         bench_profile.bench_profile(workload, 2048, 1, [f"task={task}"])
-    assert built == [task, (f"{task} env", "ppo")]
+    assert built == [task, (f"{task} env", "ppo", Path(f"{task} cuda {task} model"))]
 
 
 @pytest.mark.parametrize("workload", ["ppo", "ppo_rough"])

@@ -37,6 +37,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     The composed config picks the trainer: an override ``algo=...`` or ``task=...`` replaces the workload's."""
     from unilab.apps.compose import compose_config
     from unilab.run.config import task_overrides
+    from unilab.run.precompile import step_file
     from unilab.tasks.registry import make_functional_env
 
     if not torch.cuda.is_available():
@@ -45,6 +46,7 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
     cfg = compose_config([f"algo={algo}", f"task={task}", "sim=mjwarp", f"algo.num_envs={num_envs}", *overrides])
     env = make_functional_env(cfg.task.name, sim="mjwarp", num_envs=num_envs, device="cuda", **task_overrides(cfg))
     profile = profile_on_policy if cfg.algo.on_policy else profile_off_policy
+    kept = step_file(cfg, "cuda", env.sim.model)  # the env step a run of this config loads (algo.precompile)
     return {
         "bench": "profile",
         "workload": workload,
@@ -52,17 +54,17 @@ def bench_profile(workload: str, num_envs: int, replays: int, overrides: Sequenc
         "task": cfg.task.name,
         "num_envs": num_envs,
         "replays": replays,
-        **profile(env, cfg.algo, replays),
+        **profile(env, cfg.algo, replays, kept),
         "physics_alone_ms": physics_alone_ms(env, replays),
     }
 
 
-def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int) -> dict:
+def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int, kept: Path | None) -> dict:
     """The env step, replay write and update graphs; then the update block launched eagerly once more, so that its
     host ranges exist: the same kernels, by phase."""
     from unilab.train.off_policy import UPDATE_PHASES, OffPolicyTrainer
 
-    trainer = OffPolicyTrainer(env, cfg)
+    trainer = OffPolicyTrainer(env, cfg, step_file=kept)
     while not trainer.ready:
         trainer.collect()
     graphs = profile_trainer(trainer, 3, replays)  # the first iteration records the replay-write and update graphs
@@ -73,11 +75,12 @@ def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int)
     return {"graphs": graphs, "iteration_order": order, "update_phases": phases}
 
 
-def profile_on_policy(env: FunctionalEnv, cfg: PPOConfig, replays: int) -> dict:
+def profile_on_policy(env: FunctionalEnv, cfg: PPOConfig, replays: int, kept: Path | None) -> dict:
     """The rollout and update graphs, and the rollout's figures per env step of it."""
     from unilab.train.on_policy import OnPolicyTrainer
 
-    graphs = profile_trainer(OnPolicyTrainer(env, cfg), 2, replays)  # the first iteration records both graphs
+    trainer = OnPolicyTrainer(env, cfg, step_file=kept)
+    graphs = profile_trainer(trainer, 2, replays)  # the first iteration records both graphs
     return {
         "graphs": graphs,
         "iteration_order": "rollout, then its update",

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from unilab.core.precompiled import KeptCompile
 from unilab.run.config import schema
 from unilab.run.precompile import step_file, step_key
 
@@ -85,6 +87,25 @@ def test_a_function_saved_by_one_process_is_loaded_by_the_next_and_reads_the_liv
     assert loaded["outcome"] == "loaded" and not _notices(stderr)
     assert loaded["first"] == pytest.approx(_expected(1.5, -2.0))
     assert loaded["second"] == pytest.approx(_expected(2.5, -2.0))
+
+
+def _breaks(x: torch.Tensor) -> torch.Tensor:
+    torch._dynamo.graph_break()
+    return x + 1
+
+
+def test_a_function_that_does_not_compile_whole_is_traced_or_refused_as_fullgraph_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Without ``fullgraph`` a graph break falls back to ``torch.compile`` in pieces, with one line; with it, the break
+    fails at the first call, as ``torch.compile(fullgraph=True)`` fails, and nothing is kept either way."""
+    loose = KeptCompile(_breaks, tmp_path / "loose.bin")
+    assert loose(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
+    assert loose.outcome == "traced" and "does not compile whole" in capsys.readouterr().err
+    strict = KeptCompile(_breaks, tmp_path / "strict.bin", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        strict(torch.zeros(3))
+    assert not list(tmp_path.glob("*.bin"))
 
 
 @pytest.mark.slow

@@ -128,10 +128,11 @@ class KeptCompile:
     time for that call's arguments and saving it there; later calls must pass arguments of the same structure,
     shapes and dtypes, which nothing checks. ``outcome`` then says which ("loaded", "saved"; "compiled" where the
     save failed, "traced" where ``fn`` did not compile whole and ``torch.compile`` took it as usual) and ``seconds``
-    how long the load, or the compile and save, took."""
+    how long the load, or the compile and save, took. With ``fullgraph`` a function that does not compile whole
+    fails there, as ``torch.compile(fn, fullgraph=True)`` would, instead of being compiled in pieces."""
 
-    def __init__(self, fn: Callable[..., Any], path: Path) -> None:
-        self._fn, self.path = fn, path
+    def __init__(self, fn: Callable[..., Any], path: Path, fullgraph: bool = False) -> None:
+        self._fn, self.path, self._fullgraph = fn, path, fullgraph
         self._compiled: Callable[..., Any] | None = None
         self.outcome: str | None = None
         self.seconds = 0.0
@@ -201,6 +202,8 @@ class KeptCompile:
             with _aot_enabled():
                 compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile((args, {}))
         except torch._dynamo.exc.Unsupported as error:  # a graph break: compiled in pieces, each process anew
+            if self._fullgraph:
+                raise
             why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             notice(f"{self.path.name} is compiled as usual, not kept: it does not compile whole ({why})")
             self.outcome = "traced"

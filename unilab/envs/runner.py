@@ -95,7 +95,9 @@ class EnvRunner:
             if key[0] != "sim" and key != _PREV_ACTION:
                 written.setdefault(value.dtype, []).append(key)
         self._written = list(written.values())
-        self.kept = KeptCompile(self._advance, precompiled) if compile and precompiled is not None else None
+        self.kept = (
+            KeptCompile(self._advance, precompiled, fullgraph=True) if compile and precompiled is not None else None
+        )
         if self.kept is not None:
             self._advance_fn = self.kept
         else:

@@ -31,7 +31,6 @@ from torch.profiler import record_function
 from torchrl_ext.distributed import ALONE, World
 from torchrl_ext.replay import DeviceReplay
 from unilab.core import rng as rnglib
-from unilab.core.precompiled import KeptCompile
 from unilab.core.spec import EnvSpec
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner
@@ -39,7 +38,7 @@ from unilab.train.learner import ACTOR_AVERAGE, learner_class
 from unilab.train.loop import Trainer, scalar_curricula
 from unilab.train.seeding import rank_seed
 from unilab.train.settings import OffPolicySettings
-from unilab.train.update_key import kept_loss
+from unilab.train.update_key import compile_loss
 
 LossFn = Callable[[TensorDictBase], TensorDict]
 
@@ -220,10 +219,7 @@ class OffPolicyLearner:
 
     def _compiled(self, fn: LossFn, name: str) -> LossFn:
         """``fn`` as the update runs it: compiled on CUDA, and with ``algo.precompile`` kept on disk as ``name``."""
-        if not self.compile:
-            return fn
-        kept = kept_loss(self.cfg, self._spec, name)
-        return torch.compile(fn) if kept is None else KeptCompile(fn, kept)
+        return compile_loss(fn, self.cfg, self._spec, name) if self.compile else fn
 
     # Built on first use: a subclass makes ``loss`` after ``Learner.__init__`` has run.
     @functools.cached_property

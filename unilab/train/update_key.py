@@ -10,12 +10,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 import torchrl_ext
 from unilab.core import precompiled
+from unilab.core.precompiled import KeptCompile
 from unilab.core.spec import EnvSpec
 from unilab.train.settings import RunSettings
 
@@ -45,3 +48,12 @@ def kept_loss(cfg: RunSettings, spec: EnvSpec, name: str) -> Path | None:
     system = json.dumps(precompiled.system(spec.device), sort_keys=True)
     digest = hashlib.sha256(f"{update_key(cfg, spec)}\n{system}".encode()).hexdigest()[:32]
     return place / f"{name}-{digest}.bin"
+
+
+def compile_loss(
+    fn: Callable[..., Any], cfg: RunSettings, spec: EnvSpec, name: str, fullgraph: bool = False
+) -> Callable[..., Any]:
+    """``fn`` compiled as a learner's update runs it: kept on disk as ``name`` with ``algo.precompile``
+    (``kept_loss``), else traced by ``torch.compile`` in each process; ``fullgraph`` either way."""
+    kept = kept_loss(cfg, spec, name)
+    return torch.compile(fn, fullgraph=fullgraph) if kept is None else KeptCompile(fn, kept, fullgraph=fullgraph)

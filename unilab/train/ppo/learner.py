@@ -29,10 +29,9 @@ from torchrl_ext.ppo import (
     value_operator,
 )
 from unilab.core import rng as rnglib
-from unilab.core.precompiled import KeptCompile
 from unilab.core.spec import EnvSpec
 from unilab.train.seeding import rank_seed, seeded
-from unilab.train.update_key import kept_loss
+from unilab.train.update_key import compile_loss
 
 if TYPE_CHECKING:
     from unilab.train.ppo.config import PPOConfig
@@ -110,8 +109,7 @@ class PPOLearner:
         the captured update; and with ``algo.precompile`` kept on disk, so that a later run loads it."""
         if not self.compile:
             return self.objective
-        kept = kept_loss(self.cfg, self._spec, "ppo_loss")
-        return torch.compile(self.objective, fullgraph=True) if kept is None else KeptCompile(self.objective, kept)
+        return compile_loss(self.objective, self.cfg, self._spec, "ppo_loss", fullgraph=True)
 
     @staticmethod
     def _next(rng: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from typing import NoReturn
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
 from unilab.apps.early import ahead_device, check_command
-from unilab.core import warp_ahead
+from unilab.core import startup_gc, warp_ahead
 from unilab.core.cache_dirs import configure, corrupt_bytecode, notice, start_stack_compile
 
 COMMANDS = {
@@ -70,9 +70,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
-    if argv[0] == "train":
-        start_ahead(argv[1:])
-    import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
+    if argv[0] != "train":
+        import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
+        return
+    start_ahead(argv[1:])
+    with startup_gc.held():  # until the run's first iteration (unilab.core.startup_gc)
+        import_command("unilab train", COMMANDS["train"][0]).main(argv[1:])
 
 
 def import_command(prog: str, module: str) -> ModuleType:
@@ -140,7 +143,8 @@ def train() -> None:
     check_command("train", sys.argv[1:])
     configure()
     start_ahead(sys.argv[1:])
-    import_command("train", "unilab.apps.train").main()
+    with startup_gc.held():  # until the run's first iteration (unilab.core.startup_gc)
+        import_command("train", "unilab.apps.train").main()
 
 
 def start_ahead(arguments: list[str]) -> None:

@@ -24,7 +24,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from unilab.core import side_process
+from unilab.core import side_process, startup_gc
 from unilab.core.cache_dirs import AHEAD_MIN_CORES, usable_cores
 
 # mujoco_warp's modules whose kernels a step launches, whatever the model. Kernels that mujoco_warp makes per model
@@ -108,6 +108,7 @@ def load_step_modules(device: str) -> None:
 
 def build(device: str) -> None:
     """The side process's work (its output goes nowhere): Warp initialised, then the step modules for ``device``."""
+    startup_gc.hold()  # mujoco_warp's import parses its kernels' sources (unilab.core.startup_gc)
     import warp as wp
 
     wp.init()

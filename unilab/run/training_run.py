@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from torchrl_ext.distributed import Vote, World
+from unilab.core import startup_gc
 from unilab.core.cache_dirs import configure
 from unilab.core.files import DiskFullError
 from unilab.envs.functional import FunctionalEnv
@@ -286,6 +287,7 @@ class TrainingRun:
                 self.startup.kernel_build = trainer.runner.env.sim.kernel_build_seconds()
                 if self.world.leader:
                     outputs.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
+                startup_gc.release()  # start-up's objects are allocated; the timed iterations collect as usual
                 loop.timer.start()
                 first = False
             else:

@@ -28,7 +28,7 @@ from pathlib import Path
 import mujoco
 import warp as wp
 
-from unilab.core import side_process
+from unilab.core import side_process, startup_gc
 from unilab.sim import hfield_fix, warp_model
 from unilab.sim.base import SimConfig
 
@@ -72,6 +72,7 @@ def wait(limit_s: float = WAIT_LIMIT_S) -> float | None:
 
 def build(model_path: Path, settings_path: Path, num_worlds: int, device: str) -> None:
     """The side process's work (its output goes nowhere): the backend's per-model kernels, built as it builds them."""
+    startup_gc.hold()  # the kernels' recording allocates as a start-up does (unilab.core.startup_gc)
     model = mujoco.MjModel.from_binary_path(str(model_path))
     settings = json.loads(settings_path.read_text())
     shutil.rmtree(model_path.parent, ignore_errors=True)

@@ -31,7 +31,7 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_ext.distributed import ALONE
-from unilab.core import side_process
+from unilab.core import side_process, startup_gc
 from unilab.core.cache_dirs import inductor_folder
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
@@ -119,6 +119,7 @@ class UpdatePrewarm:
 
 
 def main(argv: list[str]) -> None:
+    startup_gc.hold()  # a compile's objects, collected less often (unilab.core.startup_gc)
     payload = Path(argv[0])
     with payload.open("rb") as file:
         cfg, spec, record = pickle.load(file)  # written by UpdatePrewarm.start of this user's run, a moment ago

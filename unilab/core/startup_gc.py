@@ -5,8 +5,8 @@ function objects and parsed sources of the ~800 kernel functions mujoco_warp def
 structures as a compiled graph loads) and few that die in reference cycles. Under the default thresholds a
 collection of the youngest generation runs every 700 allocations, and every so often a full one walks all the objects
 allocated so far: the collector took a quarter of the stack's import and the flat walk's build on a 2-core CPU (5.2-5.9
-s, against 4.0-4.4 s with the youngest generation's threshold at 50,000). The collector still runs meanwhile, only
-less often, so what start-up leaves in cycles is collected as before.
+s, against 4.15-4.35 s with the youngest generation's threshold at 50,000; ADR 43). The collector still runs
+meanwhile, only less often, so what start-up leaves in cycles is collected as before.
 
 ``hold`` raises the youngest generation's threshold and ``release`` puts back the thresholds it found: a training run
 releases once its first iteration is done, before the iterations it times. Processes that start nothing but

@@ -89,3 +89,39 @@ def test_a_run_releases_before_the_iterations_it_times(
     summary = run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=3", "training.export_onnx=false")))
     assert summary.status == "completed"
     assert seen == [(startup_gc.HELD_THRESHOLD, 7, 9), PLAIN, PLAIN]  # the first, untimed update held; then none
+
+
+class _Seen(Exception):
+    """Raised by a side process's stubbed work once it has seen the thresholds."""
+
+
+def test_each_side_process_holds_while_it_compiles(
+    plain_thresholds, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import pickle
+
+    from unilab.core import warp_ahead
+    from unilab.sim import kernels_ahead
+    from unilab.train import prewarm
+
+    seen = []
+
+    def work(*args, **kwargs):
+        seen.append(gc.get_threshold())
+        startup_gc.release()  # each side process is a process of its own: start the next one unheld
+        gc.set_threshold(*PLAIN)
+        raise _Seen
+
+    monkeypatch.setattr(warp_ahead, "load_step_modules", work)
+    monkeypatch.setattr(kernels_ahead.mujoco.MjModel, "from_binary_path", work)
+    monkeypatch.setattr(prewarm, "compile_update", work)
+    payload = tmp_path / "payload.pkl"
+    payload.write_bytes(pickle.dumps((None, None, None)))
+    for entry in (
+        lambda: warp_ahead.build("cpu"),
+        lambda: kernels_ahead.build(tmp_path / "model.mjb", tmp_path / "settings.json", 1, "cpu"),
+        lambda: prewarm.main([str(payload)]),
+    ):
+        with pytest.raises(_Seen):
+            entry()
+    assert seen == [(startup_gc.HELD_THRESHOLD, 7, 9)] * 3

@@ -39,6 +39,14 @@ def test_hold_raises_the_youngest_threshold_once_and_release_puts_back_what_it_f
     assert gc.get_threshold() == PLAIN
 
 
+def test_a_collector_turned_off_by_its_threshold_stays_off(plain_thresholds) -> None:
+    gc.set_threshold(0, 7, 9)
+    startup_gc.hold()
+    assert gc.get_threshold() == (0, 7, 9)
+    startup_gc.release()
+    assert gc.get_threshold() == (0, 7, 9)
+
+
 def test_a_process_that_never_held_keeps_its_thresholds(plain_thresholds) -> None:
     startup_gc.release()
     assert gc.get_threshold() == PLAIN

@@ -27,11 +27,13 @@ _found: tuple[int, ...] | None = None  # the thresholds ``hold`` replaced; None 
 
 
 def hold() -> None:
-    """Collect less often from now on, until ``release``; holding again changes nothing."""
+    """Collect less often from now on, until ``release``; holding again changes nothing, and a collector its process
+    turned off with a threshold of 0 stays off."""
     global _found
     if _found is None:
         _found = gc.get_threshold()
-        gc.set_threshold(max(HELD_THRESHOLD, _found[0]), *_found[1:])
+        if _found[0] > 0:
+            gc.set_threshold(max(HELD_THRESHOLD, _found[0]), *_found[1:])
 
 
 def release() -> None:

@@ -214,6 +214,10 @@ def test_a_second_cuda_run_loads_what_the_first_saved(tmp_path: Path, algo: list
     assert "env_step_saved" in parts[0]["startup_sec"] and "env_step_loaded" in parts[1]["startup_sec"]
     # The second run traced nothing: the env step and the losses were loaded.
     assert parts[1]["startup_graphs"] == [], parts[1]["startup_graphs"]
+    # Each graph the trainer records shows its first call as two start-up parts (``Trainer.take_capture_split``).
+    graphs = ("rollout", "update") if "algo=ppo" in algo else ("record", "update")
+    halves = {f"{graph}_{half}" for graph in graphs for half in ("eager", "capture")}
+    assert halves <= set(parts[1]["startup_sec"]), parts[1]["startup_sec"]
 
 
 UPDATE = """

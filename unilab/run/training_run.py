@@ -271,7 +271,7 @@ class TrainingRun:
         while not trainer.ready and not loop.stopping:  # replay pre-fill: not an iteration
             trainer.collect()
             loop.stopping = self.signals.agreed(loop.vote, check_point=False)
-        self.startup.mark("prefill")
+        self.startup.mark("prefill", trainer.take_capture_split())  # an off-policy trainer's replay write
         first, native_checked = True, False
         while trainer.iteration < cfg.algo.max_iterations and not loop.stopping:
             trainer.collect()
@@ -281,7 +281,8 @@ class TrainingRun:
             watchdog.beat()  # the first beat arms it: compiles and captures are behind us
             if first:  # capture / first-update iteration: excluded from the tail rate
                 kept = trainer.runner.kept_split()  # an uncaptured runner (PPO's) loaded or saved its step just now
-                self.startup.mark("first_iteration", {k: v for k, v in kept.items() if k not in self.startup.phases})
+                parts = {k: v for k, v in kept.items() if k not in self.startup.phases} | trainer.take_capture_split()
+                self.startup.mark("first_iteration", parts)
                 self.startup.take_compile_split()
                 # every physics call so far waited for the kernels built beside the tracing: their figures are final
                 self.startup.kernel_build = trainer.runner.env.sim.kernel_build_seconds()

@@ -20,6 +20,7 @@ from tensordict import TensorDict
 from torch import nn
 
 from unilab.core.cuda_graphs import record, warm_up
+from unilab.core.device import settle
 from unilab.envs.functional import FunctionalEnv
 from unilab.envs.runner import EnvRunner, NonFiniteError
 from unilab.train.learner import Learner
@@ -211,6 +212,7 @@ class Trainer:
         dev = self.device
         self._graphs: dict[str, torch.cuda.CUDAGraph] = {}
         self._graph_out: dict[str, TensorDict | None] = {}
+        self.capture_split: dict[str, float] = {}  # ``take_capture_split``
         # Graphs of this trainer are recorded on this stream: graphs that replay at the same time must not share a
         # capture stream (unilab.core.cuda_graphs).
         self._capture_stream = torch.cuda.Stream(dev) if self.capture else None
@@ -279,9 +281,26 @@ class Trainer:
         if graph is not None:
             graph.replay()
             return self._graph_out[name]
+        began, loads_before = time.perf_counter(), self._step_loads()
         out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
+        settle(self.device)  # free: the capture below waits for the device first anyway
+        warmed = time.perf_counter()
         self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, generators)
+        # Start-up parts of the iteration that recorded it. The eager call leaves out the env step's load, which it
+        # may have done (an uncaptured runner loads its kept step at its first step) and which is reported apart.
+        self.capture_split[f"{name}_eager"] = warmed - began - (self._step_loads() - loads_before)
+        self.capture_split[f"{name}_capture"] = time.perf_counter() - warmed
         return out
+
+    def _step_loads(self) -> float:
+        return sum(self.runner.kept_split().values())
+
+    def take_capture_split(self) -> dict[str, float]:
+        """Seconds of each graph's first call since the last take, as start-up parts: ``<graph>_eager``, the call
+        that does that iteration's work and loads what it runs (kernels, a kept loss's compiled code), and
+        ``<graph>_capture``, its recording and instantiation. Empty where nothing is recorded (off CUDA)."""
+        split, self.capture_split = self.capture_split, {}
+        return split
 
     def log_point(self, metrics: TensorDict) -> LogPoint:
         """Queue copies of the latest update's ``metrics``, the episode and reward-term sums (then zero them)

@@ -133,3 +133,36 @@ def test_each_side_process_holds_while_it_compiles(
         with pytest.raises(_Seen):
             entry()
     assert seen == [(startup_gc.HELD_THRESHOLD, 7, 9)] * 3
+
+
+def test_eval_holds_for_its_whole_life_and_puts_the_thresholds_back(
+    plain_thresholds, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from test_train import tiny
+
+    from unilab.apps import cli
+    from unilab.apps import eval as eval_app
+    from unilab.apps.compose import compose_config
+    from unilab.apps.train import run
+    from unilab.envs.runner import EnvRunner
+
+    run(compose_config(tiny(tmp_path, "mujoco", "algo.max_iterations=2", "training.export_onnx=false")))
+    started, stepped = [], []
+    source, step = eval_app.policy_source, EnvRunner.step
+
+    def starting(*args, **kwargs):
+        started.append(gc.get_threshold())
+        return source(*args, **kwargs)
+
+    def stepping(self):
+        stepped.append(gc.get_threshold())
+        return step(self)
+
+    monkeypatch.setattr(eval_app, "policy_source", starting)
+    monkeypatch.setattr(EnvRunner, "step", stepping)
+    monkeypatch.setattr(cli, "configure", lambda: None)  # the test's caches stay where the suite put them
+    checkpoint = str(tmp_path / "run" / "model_2.pt")
+    cli.main(["eval", "--checkpoint", checkpoint, "--num-envs", "2", "--episode-s", "0.1", "--out", str(tmp_path)])
+    held = (startup_gc.HELD_THRESHOLD, 7, 9)
+    assert started == [held] and stepped and set(stepped) == {held}
+    assert gc.get_threshold() == PLAIN

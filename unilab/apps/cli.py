@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
+    if argv[0] == "eval":
+        with startup_gc.held():  # for its whole life, which is start-up and rollouts (unilab.core.startup_gc)
+            import_command("unilab eval", COMMANDS["eval"][0]).main(argv[1:])
+        return
     if argv[0] != "train":
         import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
         return

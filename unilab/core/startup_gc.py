@@ -10,8 +10,8 @@ meanwhile, only less often, so what start-up leaves in cycles is collected as be
 
 ``hold`` raises the youngest generation's threshold and ``release`` puts back the thresholds it found: a training run
 releases once its first iteration is done, before the iterations it times. Processes that start nothing but
-compiles (the side processes) hold for their whole, short life. A process that never held (a run started from
-Python, a test) is left as it is. Imports nothing.
+compiles (the side processes) hold for their whole, short life, and so does ``unilab eval``, whose rollouts report
+no rate. A process that never held (a run started from Python, a test) is left as it is. Imports nothing.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ tasks to read their sizes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -31,6 +32,9 @@ COMMANDS = {
     "list": ("unilab.apps.cli", "the tasks, algorithms and physics backends (--sizes: the tasks' widths)"),
     "cache": ("unilab.apps.cache", "where compiled kernels and graphs are kept, their sizes; 'clear' removes them"),
 }
+# The commands that hold Python's collector back while they start (unilab.core.startup_gc): train until its run's
+# first iteration is done, eval for its whole life (start-up is most of it, and its rollouts report no rate).
+HOLDING = ("train", "eval")
 
 
 def usage() -> str:
@@ -70,16 +74,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
-    if argv[0] == "eval":
-        with startup_gc.held():  # for its whole life, which is start-up and rollouts (unilab.core.startup_gc)
-            import_command("unilab eval", COMMANDS["eval"][0]).main(argv[1:])
-        return
-    if argv[0] != "train":
+    if argv[0] == "train":
+        start_ahead(argv[1:])
+    with startup_gc.held() if argv[0] in HOLDING else contextlib.nullcontext():
         import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
-        return
-    start_ahead(argv[1:])
-    with startup_gc.held():  # until the run's first iteration (unilab.core.startup_gc)
-        import_command("unilab train", COMMANDS["train"][0]).main(argv[1:])
 
 
 def import_command(prog: str, module: str) -> ModuleType:

@@ -3,6 +3,8 @@ users set ``rewards.<term>.weight``; a name the task lacks, or a weight that is 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from unilab.apps.compose import compose_config
 from unilab.apps.eval import main as evaluate_main
 from unilab.apps.train import main
 from unilab.run.config import task_overrides
+from unilab.tasks import registry
 from unilab.tasks.registry import make_task
 
 
@@ -60,3 +63,22 @@ def test_a_run_records_its_weights_and_trains_with_them(tmp_path: Path) -> None:
     last = max(run_dir.glob("model_*.pt"), key=lambda path: int(path.stem.split("_")[1]))
     result = evaluate_main(["--checkpoint", str(last), "--num-envs", "2", "--episode-s", "0.1"])  # the run's task
     assert result["task"] == "g1_walk_flat" and result["steps"] > 0
+
+
+def test_a_config_without_weights_does_not_build_its_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads a task's reward terms only where weights are given: composing a rough walk's config would
+    otherwise generate its terrain and compile its model once more than the run needs."""
+    real = registry.get_task("g1_walk_rough")
+    built = []
+
+    @functools.wraps(real.make_config)  # its signature names the task's overrides
+    def counting(**build):
+        built.append(build)
+        return real.make_config(**build)
+
+    counted = dataclasses.replace(real, make_config=counting)
+    monkeypatch.setattr(registry, "get_task", lambda name: counted if name == real.name else real)
+    cfg = compose_config(["algo=sac", "task=g1_walk_rough", "sim=mujoco"])
+    assert cfg.task.reward_weights == {} and built == []
+    compose_config(["algo=sac", "task=g1_walk_rough", "sim=mujoco", "task.reward_weights.alive=0.5"])
+    assert len(built) == 1

@@ -146,7 +146,11 @@ def check_reward_weights(
     name: str, weights: Mapping[str, float], terms: Iterable[str] | None = None, key: str = "reward_weights"
 ) -> None:
     """``ValueError`` in one line, naming ``key.<term>``, for a weight of a reward term task ``name`` lacks (its
-    ``terms``, else those of its default config) or one that is not a finite number; before any weight is used."""
+    ``terms``, else those of its default config) or one that is not a finite number; before any weight is used.
+    Without weights there is nothing to check, and the task is not built: a rough walk's build generates its terrain
+    and compiles its model, and every ``train`` checks its weights before the run builds the task again."""
+    if not weights:
+        return
     known = list(make_task(name).rewards if terms is None else terms)
     unknown = [term for term in weights if term not in known]
     if unknown:

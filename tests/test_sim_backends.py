@@ -290,6 +290,47 @@ def test_captured_step_replays_like_eager() -> None:
     backend.check_capacity()
 
 
+@pytest.mark.gpu
+def test_a_stream_wrapper_freed_late_does_not_end_a_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warp forgets a stream, and the capture open on it, when any Warp wrapper of that stream is deleted. Here every
+    wrapper made so far is released at the start of each physics step, while the step's capture is open, as the
+    collector may release one held in a cycle: the backend's own wrapper of the stream must not be among them, or the
+    solver's loop cannot resume the capture and the recording fails."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    backend = make_backend("mjwarp", g1.load_model(), 64, device="cuda")
+    qpos, qvel = initial_state(backend, 64)
+    state = backend.initial_state()
+    backend.reset_(state, torch.ones(64, dtype=torch.bool, device="cuda"), qpos.cuda(), qvel.cuda())
+    ctrl = pd_targets(backend, 0, 64).cuda()
+    made: list[wp.Stream] = []
+    wrap, step = wp.stream_from_torch, mjw.step
+
+    def kept_wrap(stream: torch.cuda.Stream) -> wp.Stream:
+        made.append(wrap(stream))
+        return made[-1]
+
+    def step_after_a_release(m: mjw.Model, d: mjw.Data) -> None:
+        made.clear()
+        step(m, d)
+
+    monkeypatch.setattr(wp, "stream_from_torch", kept_wrap)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        backend.step_(state, ctrl)  # warm-up: loads kernels outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    monkeypatch.setattr(mjw, "step", step_after_a_release)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(2):
+            backend.step_(state, ctrl)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isfinite(state["qpos"]).all()
+
+
 @pytest.fixture(scope="module")
 def fresh_mjwarp_cpu_process() -> subprocess.CompletedProcess:
     """A fresh process (module loads are per process) that builds an mjwarp backend on the CPU, steps it once and

@@ -104,6 +104,22 @@ def _wait_for_builds() -> None:
         _BUILDS.pop(0).wait()
 
 
+# Warp's view of each torch stream the backends have run on, kept for the process's life. Warp knows a stream, and a
+# graph capture open on it, by its handle, and deleting any wrapper of that handle makes Warp forget both. A wrapper
+# made per step and freed late (by the collector, or with an object that held it) could so end a capture that a later
+# step's wrapper had joined, and the solver's loop then failed to resume it ("resume_capture called on unknown
+# stream"; PPO's rollout of the rough walk, recorded whole, did every time it started warm).
+_WARP_STREAMS: dict[tuple[int, int], wp.Stream] = {}
+
+
+def _warp_stream(stream: torch.cuda.Stream) -> wp.Stream:
+    """The one Warp stream over torch's ``stream``: made on its first use, never deleted."""
+    key = (stream.device_index, stream.cuda_stream)  # every device's legacy default stream has handle 0
+    if key not in _WARP_STREAMS:
+        _WARP_STREAMS[key] = wp.stream_from_torch(stream)
+    return _WARP_STREAMS[key]
+
+
 class MjWarpBackend(SimBackend):
     name = "mjwarp"
     capabilities = Capabilities(graph_capturable=True)
@@ -213,7 +229,7 @@ class MjWarpBackend(SimBackend):
             with wp.ScopedDevice(self._wp_device):
                 yield
             return
-        stream = wp.stream_from_torch(torch.cuda.current_stream(self.device))
+        stream = _warp_stream(torch.cuda.current_stream(self.device))
         capturing = torch.cuda.is_current_stream_capturing()
         with wp.ScopedDevice(self._wp_device), wp.ScopedStream(stream, sync_enter=False):
             if capturing:

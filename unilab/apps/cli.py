@@ -72,12 +72,19 @@ def main(argv: list[str] | None = None) -> None:
         configure()
         importlib.import_module(COMMANDS["deploy"][0]).main(argv[1:])
         return
-    check_command(argv[0], argv[1:])  # what needs no stack is answered before it loads
+    start_command(argv[0], f"unilab {argv[0]}", argv[1:], argv[1:])
+
+
+def start_command(name: str, prog: str, arguments: list[str], command_argv: list[str] | None) -> None:
+    """Start a command that loads the stack: what needs no stack is answered first, the caches are placed, ``train``
+    begins compiling ahead, and the command's module is imported and run (given ``command_argv``; None where this
+    process is the command, which then reads ``sys.argv`` itself), the collector held for the ``HOLDING`` ones."""
+    check_command(name, arguments)  # what needs no stack is answered before it loads
     configure()  # before torch or Warp is imported: they read where their caches live as they load
-    if argv[0] == "train":
-        start_ahead(argv[1:])
-    with startup_gc.held() if argv[0] in HOLDING else contextlib.nullcontext():
-        import_command(f"unilab {argv[0]}", COMMANDS[argv[0]][0]).main(argv[1:])
+    if name == "train":
+        start_ahead(arguments)
+    with startup_gc.held() if name in HOLDING else contextlib.nullcontext():
+        import_command(prog, COMMANDS[name][0]).main(command_argv)
 
 
 def import_command(prog: str, module: str) -> ModuleType:
@@ -142,11 +149,7 @@ def train() -> None:
     """Console command ``train``: the environment, and what the catalog can answer, are checked before the
     training stack is imported."""
     check_environment("train")
-    check_command("train", sys.argv[1:])
-    configure()
-    start_ahead(sys.argv[1:])
-    with startup_gc.held():  # until the run's first iteration (unilab.core.startup_gc)
-        import_command("train", "unilab.apps.train").main()
+    start_command("train", "train", sys.argv[1:], None)
 
 
 def start_ahead(arguments: list[str]) -> None:

@@ -292,10 +292,11 @@ def test_captured_step_replays_like_eager() -> None:
 
 @pytest.mark.gpu
 def test_a_stream_wrapper_freed_late_does_not_end_a_capture(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Warp forgets a stream, and the capture open on it, when any Warp wrapper of that stream is deleted. Here every
-    wrapper made so far is released at the start of each physics step, while the step's capture is open, as the
-    collector may release one held in a cycle: the backend's own wrapper of the stream must not be among them, or the
-    solver's loop cannot resume the capture and the recording fails."""
+    """Warp forgets a stream, and the capture open on it, when any Warp wrapper of that stream is deleted. Here the
+    wrappers of earlier steps are kept alive and released during a later step's capture, as the collector may release
+    one held in a cycle. A wrapper freed at the end of its own step would prove nothing: its capture has ended by then.
+    The backend's wrapper of the stream must not be among those released, or the solver's loop cannot resume the
+    capture and the recording fails."""
     import mujoco_warp as mjw
     import warp as wp
 
@@ -312,7 +313,7 @@ def test_a_stream_wrapper_freed_late_does_not_end_a_capture(monkeypatch: pytest.
         return made[-1]
 
     def step_after_a_release(m: mjw.Model, d: mjw.Data) -> None:
-        made.clear()
+        del made[:-1]  # all but this step's own wrapper
         step(m, d)
 
     monkeypatch.setattr(wp, "stream_from_torch", kept_wrap)

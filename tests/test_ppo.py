@@ -234,6 +234,41 @@ def test_the_trainer_runs_its_rollout_and_update_at_the_configured_precision(
     assert precision() == outside
 
 
+class _ReplayingGraph:
+    """Stands in for a CUDA graph on the CPU: replaying it runs the call it recorded."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def replay(self) -> None:
+        self.fn()
+
+
+def test_the_rollout_s_recording_is_warmed_up_by_one_env_step_that_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first collect warms the recording up with one env step, not with an eager rollout, then replays the
+    recording; the warm-up step is neither in the rollout nor in its statistics and env steps."""
+    from unilab.tasks.registry import make_functional_env
+    from unilab.train import loop
+
+    cfg = PPOConfig(num_envs=2, num_steps_per_env=3, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
+    trainer = OnPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
+    trainer.capture = True  # recorded as on CUDA, with graphs that run their call again when replayed
+    monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
+    monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (_ReplayingGraph(fn), None))
+    monkeypatch.setattr(loop, "settle", lambda device: None)
+    steps, step = [], trainer.runner.step
+    monkeypatch.setattr(trainer.runner, "step", lambda: steps.append(1) or step())
+    trainer.collect()
+    assert len(steps) == 1 + 3 and trainer.env_steps == 3 * 2 and trainer._term_steps == 3
+    # The episode returns so far are the rollout's rewards alone (no env finished an episode in four steps).
+    assert trainer._episodes["count"] == 0
+    torch.testing.assert_close(trainer._episode_return, trainer.rollout["next", "reward"].sum(0))
+    trainer.collect()
+    assert len(steps) == 1 + 2 * 3 and trainer.env_steps == 2 * 3 * 2
+
+
 def precision() -> str:
     return torch.backends.cuda.matmul.fp32_precision
 

@@ -270,11 +270,19 @@ class Trainer:
         return metrics
 
     def _graphed(
-        self, name: str, fn: Callable[[], TensorDict | None], generators: Sequence[torch.Generator] = ()
+        self,
+        name: str,
+        fn: Callable[[], TensorDict | None],
+        generators: Sequence[torch.Generator] = (),
+        warm: Callable[[], object] | None = None,
     ) -> TensorDict | None:
         """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
         that later calls replay (on the current stream). Returns the first call's or the graph's output.
-        ``generators`` are the torch generators ``fn`` draws from, registered with its graph."""
+        ``generators`` are the torch generators ``fn`` draws from, registered with its graph.
+
+        ``warm``, where given, is a short call that loads and compiles all that ``fn`` runs, for an ``fn`` whose
+        eager call is slow (a rollout steps the physics eagerly many times): the first call then runs ``warm``
+        eagerly, records ``fn`` and replays it for this iteration's work."""
         if not self.capture:
             return fn()
         graph = self._graphs.get(name)
@@ -282,10 +290,13 @@ class Trainer:
             graph.replay()
             return self._graph_out[name]
         began, loads_before = time.perf_counter(), self._step_loads()
-        out = warm_up(fn, self._capture_stream)  # the warm-up call is this iteration's real work
+        out = warm_up(warm or fn, self._capture_stream)  # without ``warm``, this iteration's real work
         settle(self.device)  # free: the capture below waits for the device first anyway
         warmed = time.perf_counter()
         self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, generators)
+        if warm is not None:
+            self._graphs[name].replay()
+            out = self._graph_out[name]
         # Start-up parts of the iteration that recorded it. The eager call leaves out the env step's load, which it
         # may have done (an uncaptured runner loads its kept step at its first step) and which is reported apart.
         self.capture_split[f"{name}_eager"] = warmed - began - (self._step_loads() - loads_before)

@@ -113,9 +113,14 @@ class OnPolicyTrainer(Trainer):
 
     def collect(self) -> None:
         """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics;
-        on CUDA the first call also records it as one CUDA graph."""
+        on CUDA the first call also records it as one CUDA graph.
+
+        The recording is warmed up by one env step, not by an eager rollout: each eager physics step waits on the
+        host for the solver's iterations, so the whole rollout run eagerly cost seconds of every start. That step
+        is the env's warm-up, as a captured runner's are: it is neither written to the rollout nor counted in its
+        statistics or env steps, and the first rollout starts one control step later."""
         with float32_matmuls(self._matmul_precision):
-            self._graphed("rollout", self._rollout)
+            self._graphed("rollout", self._rollout, warm=self.runner.step)
         self.env_steps += self.steps_per_iteration
         self._term_steps += self.cfg.num_steps_per_env
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import onnxruntime as ort
@@ -237,7 +238,7 @@ def test_the_trainer_runs_its_rollout_and_update_at_the_configured_precision(
 class _ReplayingGraph:
     """Stands in for a CUDA graph on the CPU: replaying it runs the call it recorded."""
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn: Callable[[], object]) -> None:
         self.fn = fn
 
     def replay(self) -> None:

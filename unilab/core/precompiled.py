@@ -129,10 +129,14 @@ class KeptCompile:
     shapes and dtypes, which nothing checks. ``outcome`` then says which ("loaded", "saved"; "compiled" where the
     save failed, "traced" where ``fn`` did not compile whole and ``torch.compile`` took it as usual) and ``seconds``
     how long the load, or the compile and save, took. With ``fullgraph`` a function that does not compile whole
-    fails there, as ``torch.compile(fn, fullgraph=True)`` would, instead of being compiled in pieces."""
+    fails there, as ``torch.compile(fn, fullgraph=True)`` would, instead of being compiled in pieces. ``options`` are
+    Inductor's, as ``torch.compile`` takes them; the file's name must tell compiles with other options apart."""
 
-    def __init__(self, fn: Callable[..., Any], path: Path, fullgraph: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], path: Path, fullgraph: bool = False, options: dict[str, Any] | None = None
+    ) -> None:
         self._fn, self.path, self._fullgraph = fn, path, fullgraph
+        self._options = dict(options or {})
         self._compiled: Callable[..., Any] | None = None
         self.outcome: str | None = None
         self.seconds = 0.0
@@ -197,7 +201,7 @@ class KeptCompile:
 
     def _compile_and_save(self, args: tuple) -> Callable[..., Any]:
         entry, _ = _entry(self._fn)
-        options = {"guard_filter_fn": torch.compiler.keep_portable_guards_unsafe}
+        options = {**self._options, "guard_filter_fn": torch.compiler.keep_portable_guards_unsafe}
         try:
             with _aot_enabled():
                 compiled = torch.compile(entry, fullgraph=True, options=options).aot_compile((args, {}))
@@ -207,7 +211,7 @@ class KeptCompile:
             why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             notice(f"{self.path.name} is compiled as usual, not kept: it does not compile whole ({why})")
             self.outcome = "traced"
-            return torch.compile(self._fn)
+            return torch.compile(self._fn, options=self._options or None)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.record.unlink(missing_ok=True)  # a function without its record is never loaded

@@ -64,6 +64,14 @@ class RunSettings:
         "settings loads them instead of tracing them (with algo.compile; CUDA only)",
     )
 
+    # Inductor pads a product to aligned sizes where a timing at compile time finds it faster, so two compiles of one
+    # loss may pad differently, and the timing, not the code, sets the update's speed (docs/performance.md).
+    force_shape_pad: bool = setting(
+        False,
+        "pad every matrix product of the compiled losses that the compiler can pad to aligned sizes, instead of "
+        "letting a timing at compile time decide each (Inductor's force_shape_pad; with algo.compile)",
+    )
+
     def check(self) -> None:
         """Raise ``ValueError``, one line naming the keys, for values that cannot work together; each algorithm adds
         its own rules. Config validation calls it before any work."""

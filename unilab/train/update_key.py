@@ -54,6 +54,10 @@ def compile_loss(
     fn: Callable[..., Any], cfg: RunSettings, spec: EnvSpec, name: str, fullgraph: bool = False
 ) -> Callable[..., Any]:
     """``fn`` compiled as a learner's update runs it: kept on disk as ``name`` with ``algo.precompile``
-    (``kept_loss``), else traced by ``torch.compile`` in each process; ``fullgraph`` either way."""
+    (``kept_loss``), else traced by ``torch.compile`` in each process; ``fullgraph`` either way, and Inductor's
+    ``force_shape_pad`` where ``algo.force_shape_pad`` asks."""
+    options = {"force_shape_pad": True} if cfg.force_shape_pad else {}
     kept = kept_loss(cfg, spec, name)
-    return torch.compile(fn, fullgraph=fullgraph) if kept is None else KeptCompile(fn, kept, fullgraph=fullgraph)
+    if kept is None:
+        return torch.compile(fn, fullgraph=fullgraph, options=options or None)
+    return KeptCompile(fn, kept, fullgraph=fullgraph, options=options)

@@ -1,0 +1,58 @@
+"""How a learner compiles its losses: ``algo.force_shape_pad`` reaches Inductor, kept on disk or traced, and names
+the update apart from one compiled without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.test_train import for_algo
+from unilab.apps.compose import compose_config
+from unilab.tasks.registry import make_functional_env
+from unilab.train.update_key import compile_loss, update_key
+
+SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
+
+
+def _algo(name: str, *more: str) -> Any:
+    return compose_config([f"algo={name}", "task=g1_walk_flat", "sim=mujoco", *for_algo(name, SMALL), *more]).algo
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2.0
+
+
+@pytest.mark.parametrize("precompile", ["false", "true"])
+@pytest.mark.parametrize("forced", [False, True])
+def test_a_loss_compiles_with_forced_shape_padding_only_where_the_run_asks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, precompile: str, forced: bool
+) -> None:
+    """Both ways a loss compiles (kept on disk with ``algo.precompile``, else traced) pass Inductor the option, and
+    only where it is set; the compiled loss still computes the function."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # where kept losses go
+    seen: list[dict[str, Any]] = []
+    real = torch.compile
+
+    def spy(fn: Any, **kwargs: Any) -> Any:
+        seen.append(dict(kwargs.get("options") or {}))
+        return real(fn, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", spy)
+    cfg = _algo("sac", f"algo.precompile={precompile}", f"algo.force_shape_pad={str(forced).lower()}")
+    spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
+    loss = compile_loss(_double, cfg, spec, "probe")
+    assert loss(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
+    assert seen, "the loss was not compiled"
+    assert all(options.get("force_shape_pad", False) is forced for options in seen)
+    if precompile == "true":
+        assert list(tmp_path.rglob("probe-*.bin")), "the loss was not kept"
+
+
+def test_forced_padding_names_another_update() -> None:
+    """A kept loss and the side process's record are found by the update's name: a compile with forced padding must
+    not be taken for one without."""
+    spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
+    assert update_key(_algo("sac", "algo.force_shape_pad=true"), spec) != update_key(_algo("sac"), spec)

@@ -336,18 +336,16 @@ def test_profile_builds_the_on_policy_trainer_for_the_task_an_override_names(
 
 
 @pytest.mark.parametrize("workload", ["ppo", "ppo_rough"])
-def test_profile_takes_the_ppo_workloads_and_gives_the_rollout_per_env_step(
+def test_profile_takes_the_ppo_workloads_and_sets_the_physics_beside_the_rollout_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, workload: str
 ) -> None:
     asked: list[tuple] = []
 
     def profiled(*args: object) -> dict:
         asked.append(args)
-        rollout = {"wall_ms": 48.0, "busy_ms": 24.0, "kernels": 2400.0}
         return {
             "graphs": {"iteration": {"wall_ms": 60.0}},
-            "iteration_order": "rollout, then its update",
-            "rollout_per_env_step": bench_profile.per_env_step(rollout, 24),
+            "iteration_order": "24 rollout steps, then their update",
             "physics_alone_ms": 1.5,
         }
 
@@ -355,14 +353,9 @@ def test_profile_takes_the_ppo_workloads_and_gives_the_rollout_per_env_step(
     bench.main(["profile", "--workload", workload, "--num-envs", "64", "algo.num_steps_per_env=24"])
     lines = capsys.readouterr().out.splitlines()
     assert asked == [(workload, 64, 50, ["algo.num_steps_per_env=24"])]
-    assert json.loads(lines[0])["rollout_per_env_step"] == {
-        "env_steps": 24,
-        "wall_ms": 2.0,
-        "busy_ms": 1.0,
-        "kernels": 100.0,
-    }
-    assert "| **iteration** (rollout, then its update) | wall 60.000 ms | | |" in lines
-    assert "| rollout, per env step (1/24 of the graph) | wall 2.000 ms, busy 1.000 ms | 100 | |" in lines
+    assert json.loads(lines[0])["physics_alone_ms"] == 1.5
+    assert "| **iteration** (24 rollout steps, then their update) | wall 60.000 ms | | |" in lines
+    assert "| physics alone (`bench physics`, captured) | wall 1.500 ms | | |" in lines
     assert "| physics alone (`bench physics`, captured) | wall 1.500 ms | | |" in lines
 
 

@@ -23,7 +23,7 @@ from unilab.apps.train import run
 from unilab.core.spec import EnvSpec
 from unilab.run.config import task_overrides
 from unilab.tasks.registry import make_task
-from unilab.train.on_policy import OnPolicyTrainer, float32_matmuls, rollout_buffer
+from unilab.train.on_policy import ROLLOUT_KEYS, OnPolicyTrainer, float32_matmuls, rollout_buffer
 from unilab.train.ppo.config import PPOConfig
 from unilab.train.ppo.learner import PPOLearner
 
@@ -268,6 +268,30 @@ def test_the_rollout_s_recording_is_warmed_up_by_one_env_step_that_is_not_counte
     torch.testing.assert_close(trainer._episode_return, trainer.rollout["next", "reward"].sum(0))
     trainer.collect()
     assert len(steps) == 1 + 2 * 3 and trainer.env_steps == 2 * 3 * 2
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_each_step_of_a_rollout_writes_its_own_row_in_order(monkeypatch: pytest.MonkeyPatch, recorded: bool) -> None:
+    """The rollout's one step, eager or recorded once and replayed, writes row after row, and the next rollout starts
+    again at the first row."""
+    from unilab.tasks.registry import make_functional_env
+    from unilab.train import loop
+
+    cfg = PPOConfig(num_envs=2, num_steps_per_env=3, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
+    trainer = OnPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
+    if recorded:
+        trainer.capture = True
+        monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
+        monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (_ReplayingGraph(fn), None))
+        monkeypatch.setattr(loop, "settle", lambda device: None)
+    seen, step = [], trainer.runner.step
+    monkeypatch.setattr(trainer.runner, "step", lambda: seen.append(step().clone()) or seen[-1])
+    for _ in range(2):
+        trainer.collect()
+        for row, transition in enumerate(seen[-3:]):
+            for key in ROLLOUT_KEYS:
+                torch.testing.assert_close(trainer.rollout[row][key], transition[key], rtol=0, atol=0)
+    assert len(seen) == 6 + recorded  # a recording is warmed up by one step, which no row holds
 
 
 def precision() -> str:

@@ -1,8 +1,8 @@
 """``unilab bench profile``: where a training iteration's GPU time goes, graph by graph and kernel family by family.
 
 An off-policy trainer's iteration is three CUDA graphs (env step, replay write, update block), an on-policy
-trainer's two (a rollout of several env steps, update block). Once ``bench profile`` has built a canonical
-workload's trainer and let it record its graphs (``unilab.apps.bench_profile``), this
+trainer's two (one env step of the rollout, replayed for each of its steps; update block). Once ``bench profile``
+has built a canonical workload's trainer and let it record its graphs (``unilab.apps.bench_profile``), this
 
 1. times each graph replayed on its own, and the iteration as training runs it (off-policy: the env step beside
    the previous updates; on-policy: the rollout, then its update), with CUDA events;
@@ -18,7 +18,7 @@ Busy time is the union of the kernels' intervals. A graph whose busy time is wel
 bound by launch latency and dependencies rather than by arithmetic. One blind spot: CUPTI traces only the
 first pass of a conditional while node, so the MuJoCo Warp solver's later iterations are missing from the
 kernel counts and busy times (never from the wall times). ``physics_alone_ms`` (``bench physics``, captured)
-says how long the physics takes by itself; a rollout's figures per env step are in the same unit.
+says how long the physics takes by itself; an on-policy rollout's step graph is in the same unit.
 """
 
 from __future__ import annotations
@@ -262,8 +262,7 @@ def profile_graphs(
 
 def attribution_table(result: dict) -> str:
     """Markdown: each graph's totals, then its kernel families by time; the update block's kernels by phase; the
-    iteration as training runs it; a rollout's share of one env step, then the physics' step alone to set it
-    beside."""
+    iteration as training runs it; then the physics' step alone, to set beside an env step's graph."""
     lines = ["| graph | family | kernels / replay | kernel ms / replay |", "|---|---|---|---|"]
     graphs = result["graphs"]
     for name, row in graphs.items():
@@ -283,12 +282,6 @@ def attribution_table(result: dict) -> str:
             lines.append(f"| update, by phase | {name}{runs} | {row['kernels']:.1f} | {row['ms']:.3f} |")
     order = result.get("iteration_order", "as training runs it")
     lines.append(f"| **iteration** ({order}) | wall {graphs['iteration']['wall_ms']:.3f} ms | | |")
-    step = result.get("rollout_per_env_step")
-    if step is not None:
-        lines.append(
-            f"| rollout, per env step (1/{step['env_steps']} of the graph) | wall {step['wall_ms']:.3f} ms, "
-            f"busy {step['busy_ms']:.3f} ms | {step['kernels']:.0f} | |"
-        )
     if result.get("physics_alone_ms") is not None:
         lines.append(f"| physics alone (`bench physics`, captured) | wall {result['physics_alone_ms']:.3f} ms | | |")
     lines += ["", "| graph | longest kernels | ms / replay |", "|---|---|---|"]

@@ -2,9 +2,9 @@
 CUDA graphs are recorded, then each graph profiled (``unilab.apps.attribution``) beside the physics stepped alone.
 
 An off-policy workload (SAC, FlashSAC) records three graphs, the env step, the replay write and the update block;
-its update's kernels are also booked to the update's phases. An on-policy workload (PPO) records two, the rollout
-(``num_steps_per_env`` env steps of every env, acting and bookkeeping included) and the update block; the rollout's
-figures are also given per env step, so that they can be set beside ``physics_alone_ms``, the physics' step by
+its update's kernels are also booked to the update's phases. An on-policy workload (PPO) records two, the rollout's
+step (one env step of every env, acting and bookkeeping included, which the rollout replays ``num_steps_per_env``
+times) and the update block; the step's figures are in the unit of ``physics_alone_ms``, the physics' step by
 itself.
 """
 
@@ -76,16 +76,13 @@ def profile_off_policy(env: FunctionalEnv, cfg: OffPolicySettings, replays: int,
 
 
 def profile_on_policy(env: FunctionalEnv, cfg: PPOConfig, replays: int, kept: Path | None) -> dict:
-    """The rollout and update graphs, and the rollout's figures per env step of it."""
+    """The rollout's step graph (one env step, acting and bookkeeping included: the unit of ``physics_alone_ms``)
+    and the update graph."""
     from unilab.train.on_policy import OnPolicyTrainer
 
     trainer = OnPolicyTrainer(env, cfg, step_file=kept)
     graphs = profile_trainer(trainer, 2, replays)  # the first iteration records both graphs
-    return {
-        "graphs": graphs,
-        "iteration_order": "rollout, then its update",
-        "rollout_per_env_step": per_env_step(graphs["rollout"], cfg.num_steps_per_env),
-    }
+    return {"graphs": graphs, "iteration_order": f"{cfg.num_steps_per_env} rollout steps, then their update"}
 
 
 def profile_trainer(trainer: Trainer, warmups: int, replays: int) -> dict:
@@ -99,12 +96,6 @@ def profile_trainer(trainer: Trainer, warmups: int, replays: int) -> dict:
     for _ in range(warmups):
         iteration()
     return profile_graphs({name: graph.replay for name, graph in trainer.graphs.items()}, iteration, replays)
-
-
-def per_env_step(row: dict, steps: int) -> dict:
-    """A rollout graph's wall time, busy time and kernels divided by the ``steps`` env steps it holds: one env step
-    of the rollout, acting and bookkeeping included, in the unit of ``physics_alone_ms``."""
-    return {"env_steps": steps, **{key: row[key] / steps for key in ("wall_ms", "busy_ms", "kernels")}}
 
 
 def physics_alone_ms(env: FunctionalEnv, replays: int) -> float:

@@ -3,8 +3,9 @@
 Schedule: iteration i runs ``num_steps_per_env`` env steps of every env with the current policy (act, step,
 write into a preallocated ``[num_steps_per_env, num_envs]`` rollout buffer on the device), then the learner's
 update block on that rollout (GAE, epochs of minibatch updates, normaliser statistics). The rollout of i+1 acts
-with the weights the updates of i left: no policy lag, so nothing overlaps. On CUDA the whole rollout is recorded
-once as one CUDA graph and the update block as another; each iteration replays the two, with no host sync.
+with the weights the updates of i left: no policy lag, so nothing overlaps. On CUDA one step of the rollout (act,
+step, write its row, count) is recorded once as a CUDA graph and replayed ``num_steps_per_env`` times, and the update
+block is another graph; an iteration replays them with no host sync.
 One iteration is the rollout and its updates: ``num_envs * num_steps_per_env`` env steps per rank.
 """
 
@@ -88,7 +89,7 @@ class OnPolicyTrainer(Trainer):
         # The shared init seed gave every rank the same weights already; rank 0's win if a platform differs.
         world.broadcast_(self.learner.shared_tensors())
         self.capture = spec.graph_capturable
-        # The runner steps eagerly (compiled on CUDA); the rollout graph records its steps with everything else.
+        # The runner steps eagerly (compiled on CUDA); the rollout's step graph records it with everything else.
         self.runner = EnvRunner(
             env,
             self.learner.act,
@@ -98,6 +99,8 @@ class OnPolicyTrainer(Trainer):
             precompiled=step_file,  # where the compiled step is kept (unilab.run.precompile)
         )
         self.rollout = rollout_buffer(spec, cfg.num_steps_per_env)
+        # The rollout row the next step writes, on the device: the one recorded step writes row after row on replay.
+        self._row = torch.zeros(1, dtype=torch.long, device=self.device)
         # The rollout's and the update's GEMMs are most of an iteration at thousands of envs; TF32 runs them on
         # the tensor cores (float32 storage and accumulation, 10-bit mantissa products).
         self._matmul_precision = "tf32" if cfg.tf32 else "ieee"
@@ -112,23 +115,27 @@ class OnPolicyTrainer(Trainer):
         return True
 
     def collect(self) -> None:
-        """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics;
-        on CUDA the first call also records it as one CUDA graph.
+        """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics.
 
-        The recording is warmed up by one env step, not by an eager rollout: each eager physics step waits on the
-        host for the solver's iterations, so the whole rollout run eagerly cost seconds of every start. That step
-        is the env's warm-up, as a captured runner's are: it is neither written to the rollout nor counted in its
-        statistics or env steps, and the first rollout starts one control step later."""
+        On CUDA the first call records one step of it as a CUDA graph, which every step then replays: recording
+        costs the host one step's launches, where a graph of the whole rollout cost it every step's (about a second
+        at 24 steps). The recording is warmed up by one env step, as each eager physics step waits on the host for
+        the solver's iterations. That step is the env's warm-up, as a captured runner's are: it is neither written
+        to the rollout nor counted in its statistics or env steps, and the first rollout starts one control step
+        later."""
         with float32_matmuls(self._matmul_precision):
-            self._graphed("rollout", self._rollout, warm=self.runner.step)
+            for _ in range(self.cfg.num_steps_per_env):
+                self._graphed("rollout_step", self._rollout_step, warm=self.runner.step)
         self.env_steps += self.steps_per_iteration
         self._term_steps += self.cfg.num_steps_per_env
 
-    def _rollout(self) -> None:
-        for t in range(self.cfg.num_steps_per_env):
-            transition = self.runner.step()
-            self.rollout[t].update_(transition.select(*ROLLOUT_KEYS))
-            self._count_step(transition)
+    def _rollout_step(self) -> None:
+        """One step of every env, written into the rollout's row ``_row``, then counted; the row moves on."""
+        transition = self.runner.step()
+        for key in ROLLOUT_KEYS:
+            self.rollout.get(key).index_copy_(0, self._row, transition.get(key).unsqueeze(0))
+        self._row.add_(1).remainder_(self.cfg.num_steps_per_env)
+        self._count_step(transition)
 
     def update(self) -> TensorDict:
         """The learner's update block on the latest rollout; on CUDA the first call also records it as a graph."""

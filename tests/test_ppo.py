@@ -453,9 +453,9 @@ def test_captured_update_equals_the_eager_one_on_cuda() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_ppo_on_cuda_records_the_rollout_and_the_update_as_two_graphs(tmp_path: Path) -> None:
-    """The canonical path at a small size: compiled, captured, trained end to end; the rollout graph then keeps
-    filling the buffer and the update graph keeps moving the weights."""
+def test_ppo_on_cuda_records_a_rollout_step_and_the_update_as_two_graphs(tmp_path: Path) -> None:
+    """The canonical path at a small size: compiled, captured, trained end to end; the rollout's step graph then
+    writes every row of the buffer in each rollout and the update graph keeps moving the weights."""
     from unilab.tasks.registry import make_functional_env
     from unilab.train.on_policy import OnPolicyTrainer
 
@@ -470,12 +470,13 @@ def test_ppo_on_cuda_records_the_rollout_and_the_update_as_two_graphs(tmp_path: 
     for _ in range(2):  # the first records both graphs
         trainer.collect()
         trainer.update()
-    assert list(trainer.graphs) == ["rollout", "update"]
+    assert list(trainer.graphs) == ["rollout_step", "update"]
     before = trainer.rollout["policy"].clone(), [p.detach().clone() for p in trainer.loss.parameters()]
     trainer.collect()
     metrics = trainer.update()
     torch.cuda.synchronize()
-    assert not torch.equal(before[0], trainer.rollout["policy"])
+    assert all(not torch.equal(old, new) for old, new in zip(before[0], trainer.rollout["policy"], strict=True))
+    assert trainer._row.item() == 0  # the next rollout starts at the first row
     assert all(not torch.equal(a, b) for a, b in zip(before[1], trainer.loss.parameters(), strict=True))
     assert all(torch.isfinite(value).all() for value in metrics.values())
     trainer.runner.check()

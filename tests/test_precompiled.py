@@ -215,7 +215,7 @@ def test_a_second_cuda_run_loads_what_the_first_saved(tmp_path: Path, algo: list
     # The second run traced nothing: the env step and the losses were loaded.
     assert parts[1]["startup_graphs"] == [], parts[1]["startup_graphs"]
     # Each graph the trainer records shows its first call as two start-up parts (``Trainer.take_capture_split``).
-    graphs = ("rollout", "update") if "algo=ppo" in algo else ("record", "update")
+    graphs = ("rollout_step", "update") if "algo=ppo" in algo else ("record", "update")
     halves = {f"{graph}_{half}" for graph in graphs for half in ("eager", "capture")}
     assert halves <= set(parts[1]["startup_sec"]), parts[1]["startup_sec"]
 

@@ -9,16 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.test_train import for_algo
-from unilab.apps.compose import compose_config
+from tests.test_train import small_algo
 from unilab.tasks.registry import make_functional_env
 from unilab.train.update_key import compile_loss, update_key
-
-SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
-
-
-def _algo(name: str, *more: str) -> Any:
-    return compose_config([f"algo={name}", "task=g1_walk_flat", "sim=mujoco", *for_algo(name, SMALL), *more]).algo
 
 
 def _double(x: torch.Tensor) -> torch.Tensor:
@@ -41,7 +34,7 @@ def test_a_loss_compiles_with_forced_shape_padding_only_where_the_run_asks(
         return real(fn, **kwargs)
 
     monkeypatch.setattr(torch, "compile", spy)
-    cfg = _algo("sac", f"algo.precompile={precompile}", f"algo.force_shape_pad={str(forced).lower()}")
+    cfg = small_algo("sac", f"algo.precompile={precompile}", f"algo.force_shape_pad={str(forced).lower()}")
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
     loss = compile_loss(_double, cfg, spec, "probe")
     assert loss(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
@@ -55,4 +48,4 @@ def test_forced_padding_names_another_update() -> None:
     """A kept loss and the side process's record are found by the update's name: a compile with forced padding must
     not be taken for one without."""
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
-    assert update_key(_algo("sac", "algo.force_shape_pad=true"), spec) != update_key(_algo("sac"), spec)
+    assert update_key(small_algo("sac", "algo.force_shape_pad=true"), spec) != update_key(small_algo("sac"), spec)

@@ -245,20 +245,27 @@ class _ReplayingGraph:
         self.fn()
 
 
+def _record_as_on_cuda(trainer: OnPolicyTrainer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trainer`` records its graphs as on CUDA, on the CPU: eager calls run in place, and each recording is a graph
+    that runs its call again when replayed."""
+    from unilab.train import loop
+
+    trainer.capture = True
+    monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
+    monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (_ReplayingGraph(fn), None))
+    monkeypatch.setattr(loop, "settle", lambda device: None)
+
+
 def test_the_rollout_s_recording_is_warmed_up_by_one_env_step_that_is_not_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first collect warms the recording up with one env step, not with an eager rollout, then replays the
     recording; the warm-up step is neither in the rollout nor in its statistics and env steps."""
     from unilab.tasks.registry import make_functional_env
-    from unilab.train import loop
 
     cfg = PPOConfig(num_envs=2, num_steps_per_env=3, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
     trainer = OnPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
-    trainer.capture = True  # recorded as on CUDA, with graphs that run their call again when replayed
-    monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
-    monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (_ReplayingGraph(fn), None))
-    monkeypatch.setattr(loop, "settle", lambda device: None)
+    _record_as_on_cuda(trainer, monkeypatch)
     steps, step = [], trainer.runner.step
     monkeypatch.setattr(trainer.runner, "step", lambda: steps.append(1) or step())
     trainer.collect()
@@ -275,15 +282,11 @@ def test_each_step_of_a_rollout_writes_its_own_row_in_order(monkeypatch: pytest.
     """The rollout's one step, eager or recorded once and replayed, writes row after row, and the next rollout starts
     again at the first row."""
     from unilab.tasks.registry import make_functional_env
-    from unilab.train import loop
 
     cfg = PPOConfig(num_envs=2, num_steps_per_env=3, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
     trainer = OnPolicyTrainer(make_functional_env("g1_walk_flat", sim="mujoco", num_envs=2), cfg)
     if recorded:
-        trainer.capture = True
-        monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
-        monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (_ReplayingGraph(fn), None))
-        monkeypatch.setattr(loop, "settle", lambda device: None)
+        _record_as_on_cuda(trainer, monkeypatch)
     seen, step = [], trainer.runner.step
     monkeypatch.setattr(trainer.runner, "step", lambda: seen.append(step().clone()) or seen[-1])
     for _ in range(2):

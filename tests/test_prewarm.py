@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.test_train import for_algo, tiny
+from tests.test_train import small_algo, tiny
 from torchrl_ext.replay import DeviceReplay
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
@@ -27,11 +27,6 @@ from unilab.train.prewarm import UpdatePrewarm, record_path, zero_batch
 from unilab.train.update_key import update_key
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
-
-
-def _algo(name: str, *more: str):
-    return compose_config([f"algo={name}", "task=g1_walk_flat", "sim=mujoco", *for_algo(name, SMALL), *more]).algo
 
 
 def test_the_zero_batch_is_laid_out_as_the_replay_s_rows() -> None:
@@ -51,7 +46,7 @@ def test_the_zero_batch_is_laid_out_as_the_replay_s_rows() -> None:
 def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Path) -> None:
     env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu")
     payload, record = tmp_path / "payload.pkl", tmp_path / "records" / "key"
-    payload.write_bytes(pickle.dumps((_algo(algo), env.spec(), record)))
+    payload.write_bytes(pickle.dumps((small_algo(algo), env.spec(), record)))
     done = subprocess.run(
         [sys.executable, "-m", "unilab.train.prewarm", str(payload)], cwd=REPO, capture_output=True, text=True
     )
@@ -61,11 +56,11 @@ def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Pat
 
 def test_the_record_names_the_update_not_the_run() -> None:
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
-    key = update_key(_algo("sac"), spec)
-    assert update_key(_algo("sac", "algo.seed=7", "algo.max_iterations=9", "algo.save_interval=3"), spec) == key
-    assert update_key(_algo("sac", "algo.batch_size=32"), spec) != key
-    assert update_key(_algo("flashsac"), spec) != key
-    assert update_key(_algo("sac"), dataclasses.replace(spec, num_envs=8)) != key
+    key = update_key(small_algo("sac"), spec)
+    assert update_key(small_algo("sac", "algo.seed=7", "algo.max_iterations=9", "algo.save_interval=3"), spec) == key
+    assert update_key(small_algo("sac", "algo.batch_size=32"), spec) != key
+    assert update_key(small_algo("flashsac"), spec) != key
+    assert update_key(small_algo("sac"), dataclasses.replace(spec, num_envs=8)) != key
 
 
 def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +68,7 @@ def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     started = []
     monkeypatch.setattr(prewarm.subprocess, "Popen", lambda command, **kw: started.append(command) or "process")
-    cfg = _algo("sac")
+    cfg = small_algo("sac")
     spec = dataclasses.replace(
         make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec(), device=torch.device("cuda")
     )
@@ -84,8 +79,8 @@ def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: p
     record.parent.mkdir(parents=True)
     record.touch()  # what the side process does once its update ran
     assert UpdatePrewarm.start(cfg, spec) is None and len(started) == 1
-    assert UpdatePrewarm.start(_algo("sac", "algo.seed=3"), spec) is None  # another seed: the same graphs
-    assert UpdatePrewarm.start(_algo("sac", "algo.batch_size=32"), spec) is not None and len(started) == 2
+    assert UpdatePrewarm.start(small_algo("sac", "algo.seed=3"), spec) is None  # another seed: the same graphs
+    assert UpdatePrewarm.start(small_algo("sac", "algo.batch_size=32"), spec) is not None and len(started) == 2
     for command in started:
         Path(command[-1]).unlink()  # the payloads the side processes that never ran would have removed
 
@@ -125,8 +120,8 @@ def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
 
 def test_nothing_is_started_where_the_learner_does_not_compile() -> None:
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
-    assert UpdatePrewarm.start(_algo("sac"), spec) is None  # on the CPU the losses run eagerly
-    assert UpdatePrewarm.start(_algo("sac", "algo.compile=false"), spec) is None
+    assert UpdatePrewarm.start(small_algo("sac"), spec) is None  # on the CPU the losses run eagerly
+    assert UpdatePrewarm.start(small_algo("sac", "algo.compile=false"), spec) is None
 
 
 FIRST_UPDATE = """
@@ -152,7 +147,7 @@ def test_after_the_side_process_the_first_update_loads_its_graphs_from_the_cache
     process (every graph a hit in both Inductor's and AOTAutograd's caches)."""
     spec = task_layout(make_task("g1_walk_flat")).spec(64, torch.device("cuda"))
     payload = tmp_path / "payload.pkl"
-    payload.write_bytes(pickle.dumps((_algo(algo, "algo.num_envs=64"), spec)))
+    payload.write_bytes(pickle.dumps((small_algo(algo, "algo.num_envs=64"), spec)))
     script = tmp_path / "first_update.py"
     script.write_text(FIRST_UPDATE)
     counts = {}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 import pytest
@@ -55,6 +56,15 @@ def for_algo(algo: str, overrides: list[str]) -> list[str]:
         return overrides
     keys = set(schema_keys(algo))
     return [o for o in overrides if not o.startswith("algo.") or o.split("=", 1)[0] in keys]
+
+
+# Sizes at which an algorithm's learner builds and updates in a moment on the CPU (the keys it lacks left out).
+SMALL_ALGO = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
+
+
+def small_algo(name: str, *more: str) -> Any:
+    """The ``algo`` settings of a flat-walk run of ``name`` on C MuJoCo at ``SMALL_ALGO``'s sizes, ``more`` on top."""
+    return compose_config(["algo=" + name, "task=g1_walk_flat", "sim=mujoco", *for_algo(name, SMALL_ALGO), *more]).algo
 
 
 def tiny(tmp_path: Path, sim: str, *extra: str) -> list[str]:

@@ -280,9 +280,8 @@ class Trainer:
         that later calls replay (on the current stream). Returns the first call's or the graph's output.
         ``generators`` are the torch generators ``fn`` draws from, registered with its graph.
 
-        ``warm``, where given, is a short call that loads and compiles all that ``fn`` runs, for an ``fn`` whose
-        eager call is slow (a rollout steps the physics eagerly many times): the first call then runs ``warm``
-        eagerly, records ``fn`` and replays it for this iteration's work."""
+        ``warm``, where given, is a call that loads and compiles all that ``fn`` runs and is run eagerly in its place:
+        the first call then records ``fn`` and replays it for this iteration's work."""
         if not self.capture:
             return fn()
         graph = self._graphs.get(name)

@@ -119,10 +119,9 @@ class OnPolicyTrainer(Trainer):
 
         On CUDA the first call records one step of it as a CUDA graph, which every step then replays: recording
         costs the host one step's launches, where a graph of the whole rollout cost it every step's (about a second
-        at 24 steps). The recording is warmed up by one env step, as each eager physics step waits on the host for
-        the solver's iterations. That step is the env's warm-up, as a captured runner's are: it is neither written
-        to the rollout nor counted in its statistics or env steps, and the first rollout starts one control step
-        later."""
+        at 24 steps). The recording is warmed up by one env step, the env's warm-up as a captured runner's are: it is
+        neither written to the rollout nor counted in its statistics or env steps, and the first rollout starts one
+        control step later."""
         with float32_matmuls(self._matmul_precision):
             for _ in range(self.cfg.num_steps_per_env):
                 self._graphed("rollout_step", self._rollout_step, warm=self.runner.step)

@@ -61,19 +61,6 @@ def test_a_graph_s_first_call_is_split_into_its_eager_call_and_its_recording(mon
     assert trainer.take_capture_split() == {}
 
 
-def test_a_graph_warmed_by_a_shorter_call_replays_its_recording_for_the_first_call(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    trainer, graph, calls = _trainer(), _Graph(), []
-    monkeypatch.setattr(loop, "warm_up", lambda fn, stream: fn())
-    monkeypatch.setattr(loop, "record", lambda fn, stream, generators: (graph, calls.append("recorded") or "static"))
-    monkeypatch.setattr(loop, "settle", lambda device: None)
-    out = trainer._graphed("rollout", lambda: calls.append("eager rollout"), warm=lambda: calls.append("warm-up"))
-    # The warm-up runs instead of the eager call; the recording's replay does the call's work and gives its output.
-    assert calls == ["warm-up", "recorded"] and graph.replays == 1 and out == "static"
-    assert set(trainer.take_capture_split()) == {"rollout_eager", "rollout_capture"}
-
-
 def test_nothing_is_split_where_nothing_is_recorded() -> None:
     trainer = _trainer()
     trainer.capture = False

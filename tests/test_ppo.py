@@ -256,11 +256,11 @@ def _record_as_on_cuda(trainer: OnPolicyTrainer, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(loop, "settle", lambda device: None)
 
 
-def test_the_rollout_s_recording_is_warmed_up_by_one_env_step_that_is_not_counted(
+def test_the_rollout_s_first_step_runs_eagerly_and_is_counted_before_the_recording_replays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The first collect warms the recording up with one env step, not with an eager rollout, then replays the
-    recording; the warm-up step is neither in the rollout nor in its statistics and env steps."""
+    """The first collect runs the rollout's first step eagerly, records it and replays the recording for the other
+    steps: every env step is one of the rollout's, in its statistics and env steps."""
     from unilab.tasks.registry import make_functional_env
 
     cfg = PPOConfig(num_envs=2, num_steps_per_env=3, num_mini_batches=1, actor_hidden=[8], critic_hidden=[8])
@@ -269,12 +269,13 @@ def test_the_rollout_s_recording_is_warmed_up_by_one_env_step_that_is_not_counte
     steps, step = [], trainer.runner.step
     monkeypatch.setattr(trainer.runner, "step", lambda: steps.append(1) or step())
     trainer.collect()
-    assert len(steps) == 1 + 3 and trainer.env_steps == 3 * 2 and trainer._term_steps == 3
-    # The episode returns so far are the rollout's rewards alone (no env finished an episode in four steps).
+    assert len(steps) == 3 and trainer.env_steps == 3 * 2 and trainer._term_steps == 3
+    assert set(trainer._graphs) == {"rollout_step"}
+    # The episode returns so far are the rollout's rewards alone (no env finished an episode in three steps).
     assert trainer._episodes["count"] == 0
     torch.testing.assert_close(trainer._episode_return, trainer.rollout["next", "reward"].sum(0))
     trainer.collect()
-    assert len(steps) == 1 + 2 * 3 and trainer.env_steps == 2 * 3 * 2
+    assert len(steps) == 2 * 3 and trainer.env_steps == 2 * 3 * 2
 
 
 @pytest.mark.parametrize("recorded", [False, True])
@@ -294,7 +295,7 @@ def test_each_step_of_a_rollout_writes_its_own_row_in_order(monkeypatch: pytest.
         for row, transition in enumerate(seen[-3:]):
             for key in ROLLOUT_KEYS:
                 torch.testing.assert_close(trainer.rollout[row][key], transition[key], rtol=0, atol=0)
-    assert len(seen) == 6 + recorded  # a recording is warmed up by one step, which no row holds
+    assert len(seen) == 6  # the recording's first (eager) call is the rollout's first step
 
 
 def precision() -> str:

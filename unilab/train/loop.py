@@ -274,14 +274,10 @@ class Trainer:
         name: str,
         fn: Callable[[], TensorDict | None],
         generators: Sequence[torch.Generator] = (),
-        warm: Callable[[], object] | None = None,
     ) -> TensorDict | None:
         """Run ``fn``; on CUDA its first call runs eagerly on a side stream and is then recorded as a graph
         that later calls replay (on the current stream). Returns the first call's or the graph's output.
-        ``generators`` are the torch generators ``fn`` draws from, registered with its graph.
-
-        ``warm``, where given, is a call that loads and compiles all that ``fn`` runs and is run eagerly in its place:
-        the first call then records ``fn`` and replays it for this iteration's work."""
+        ``generators`` are the torch generators ``fn`` draws from, registered with its graph."""
         if not self.capture:
             return fn()
         graph = self._graphs.get(name)
@@ -289,13 +285,10 @@ class Trainer:
             graph.replay()
             return self._graph_out[name]
         began, loads_before = time.perf_counter(), self._step_loads()
-        out = warm_up(warm or fn, self._capture_stream)  # without ``warm``, this iteration's real work
+        out = warm_up(fn, self._capture_stream)  # this iteration's real work
         settle(self.device)  # free: the capture below waits for the device first anyway
         warmed = time.perf_counter()
         self._graphs[name], self._graph_out[name] = record(fn, self._capture_stream, generators)
-        if warm is not None:
-            self._graphs[name].replay()
-            out = self._graph_out[name]
         # Start-up parts of the iteration that recorded it. The eager call leaves out the env step's load, which it
         # may have done (an uncaptured runner loads its kept step at its first step) and which is reported apart.
         self.capture_split[f"{name}_eager"] = warmed - began - (self._step_loads() - loads_before)

@@ -117,14 +117,13 @@ class OnPolicyTrainer(Trainer):
     def collect(self) -> None:
         """One rollout: ``num_steps_per_env`` steps of every env into the rollout buffer, with episode statistics.
 
-        On CUDA the first call records one step of it as a CUDA graph, which every step then replays: recording
-        costs the host one step's launches, where a graph of the whole rollout cost it every step's (about a second
-        at 24 steps). The recording is warmed up by one env step, the env's warm-up as a captured runner's are: it is
-        neither written to the rollout nor counted in its statistics or env steps, and the first rollout starts one
-        control step later."""
+        On CUDA the first step runs eagerly, loading all that the step runs, and is then recorded as a CUDA graph
+        that every later step replays: recording costs the host one step's launches, where a graph of the whole
+        rollout cost it every step's (about a second at 24 steps). The eager step is the rollout's first, written
+        and counted as the replays are."""
         with float32_matmuls(self._matmul_precision):
             for _ in range(self.cfg.num_steps_per_env):
-                self._graphed("rollout_step", self._rollout_step, warm=self.runner.step)
+                self._graphed("rollout_step", self._rollout_step)
         self.env_steps += self.steps_per_iteration
         self._term_steps += self.cfg.num_steps_per_env
 

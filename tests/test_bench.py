@@ -356,7 +356,6 @@ def test_profile_takes_the_ppo_workloads_and_sets_the_physics_beside_the_rollout
     assert json.loads(lines[0])["physics_alone_ms"] == 1.5
     assert "| **iteration** (24 rollout steps, then their update) | wall 60.000 ms | | |" in lines
     assert "| physics alone (`bench physics`, captured) | wall 1.500 ms | | |" in lines
-    assert "| physics alone (`bench physics`, captured) | wall 1.500 ms | | |" in lines
 
 
 def test_physics_is_timed_with_every_robot_up(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:

@@ -19,12 +19,12 @@ def _double(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("precompile", ["false", "true"])
-@pytest.mark.parametrize("forced", [False, True])
-def test_a_loss_compiles_with_forced_shape_padding_only_where_the_run_asks(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, precompile: str, forced: bool
+@pytest.mark.parametrize(("overrides", "forced"), [((), True), (("algo.force_shape_pad=false",), False)])
+def test_a_loss_compiles_with_forced_shape_padding_unless_the_run_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, precompile: str, overrides: tuple[str, ...], forced: bool
 ) -> None:
-    """Both ways a loss compiles (kept on disk with ``algo.precompile``, else traced) pass Inductor the option, and
-    only where it is set; the compiled loss still computes the function."""
+    """Both ways a loss compiles (kept on disk with ``algo.precompile``, else traced) pass Inductor the option by
+    default, and neither does where the run turns it off; the compiled loss still computes the function."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # where kept losses go
     seen: list[dict[str, Any]] = []
     real = torch.compile
@@ -34,7 +34,7 @@ def test_a_loss_compiles_with_forced_shape_padding_only_where_the_run_asks(
         return real(fn, **kwargs)
 
     monkeypatch.setattr(torch, "compile", spy)
-    cfg = small_algo("sac", f"algo.precompile={precompile}", f"algo.force_shape_pad={str(forced).lower()}")
+    cfg = small_algo("sac", f"algo.precompile={precompile}", *overrides)
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
     loss = compile_loss(_double, cfg, spec, "probe")
     assert loss(torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
@@ -45,7 +45,7 @@ def test_a_loss_compiles_with_forced_shape_padding_only_where_the_run_asks(
 
 
 def test_forced_padding_names_another_update() -> None:
-    """A kept loss and the side process's record are found by the update's name: a compile with forced padding must
-    not be taken for one without."""
+    """A kept loss and the side process's record are found by the update's name: a compile without forced padding
+    must not be taken for one with it."""
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
-    assert update_key(small_algo("sac", "algo.force_shape_pad=true"), spec) != update_key(small_algo("sac"), spec)
+    assert update_key(small_algo("sac", "algo.force_shape_pad=false"), spec) != update_key(small_algo("sac"), spec)

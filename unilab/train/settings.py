@@ -64,10 +64,10 @@ class RunSettings:
         "settings loads them instead of tracing them (with algo.compile; CUDA only)",
     )
 
-    # Inductor pads a product to aligned sizes where a timing at compile time finds it faster, so two compiles of one
-    # loss may pad differently, and the timing, not the code, sets the update's speed (docs/performance.md).
+    # Left to itself, Inductor pads a product to aligned sizes where a timing at compile time finds it faster; on
+    # CUDA that timing left SAC's update 4 % slower than padding every product does (ADR 47).
     force_shape_pad: bool = setting(
-        False,
+        True,
         "pad every matrix product of the compiled losses that the compiler can pad to aligned sizes, instead of "
         "letting a timing at compile time decide each (Inductor's force_shape_pad; with algo.compile)",
     )

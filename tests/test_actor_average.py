@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from tests.test_train import for_algo, tiny
+from tests.test_train import small_algo, tiny
 from unilab.apps.compose import compose_config
 from unilab.apps.eval import evaluate, format_table
 from unilab.apps.policy import policy_source
@@ -20,11 +20,9 @@ from unilab.tasks.registry import make_functional_env
 from unilab.train.learner import ACTOR_AVERAGE, learner_class
 from unilab.train.prewarm import zero_batch
 
-SMALL = ["algo.num_envs=4", "algo.batch_size=64", "algo.actor_hidden=[32]", "algo.critic_hidden=[32]"]
-
 
 def _learner(algo: str, *more: str):
-    cfg = compose_config([f"algo={algo}", "task=g1_walk_flat", "sim=mujoco", *for_algo(algo, SMALL), *more]).algo
+    cfg = small_algo(algo, *more)
     spec = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec()
     return learner_class(cfg)(spec, cfg), spec
 

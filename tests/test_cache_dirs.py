@@ -18,12 +18,20 @@ import pytest
 from unilab.apps.cache import human
 from unilab.core import cache_dirs
 from unilab.core.bytecode_ahead import shallowest_first
-from unilab.core.cache_dirs import CACHES, SWITCHES, configure, default_root, drop_corrupt_warp_modules, resolve_root
+from unilab.core.cache_dirs import (
+    CACHES,
+    PTXAS_VARIABLE,
+    SWITCHES,
+    configure,
+    default_root,
+    drop_corrupt_warp_modules,
+    resolve_root,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 VARIABLES = (
     "UNILAB_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONDONTWRITEBYTECODE", *(variable for _, variable in CACHES.values()),
-    *SWITCHES, "TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK",
+    *SWITCHES, "TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK", PTXAS_VARIABLE,
 )  # fmt: skip
 
 # A Warp kernel compiled (or loaded) on the CPU in a process whose caches ``configure`` placed; Warp prints whether
@@ -148,6 +156,27 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
     assert "TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK" not in os.environ  # Inductor's default stands
     # A second call (the command's, then the run's) sees its own placement, not the user's.
     assert {cache.name: cache for cache in configure()} == placed
+
+
+@pytest.mark.parametrize("ships", ["runnable", "not_runnable", "none"])
+def test_every_process_assembles_with_the_ptxas_torch_ships(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, ships: str
+) -> None:
+    """Triton's cache key holds the ptxas version: the command names torch's, as Inductor's workers do, so that a
+    kernel its own process compiles is found under the workers' key. A user's choice stands."""
+    torch_folder = tmp_path / "torch"
+    ptxas = torch_folder / "bin" / "ptxas"
+    if ships != "none":
+        ptxas.parent.mkdir(parents=True)
+        ptxas.write_text("#!/bin/sh\n")
+        ptxas.chmod(0o755 if ships == "runnable" else 0o644)
+    clean_env.setattr(cache_dirs, "_package_folder", lambda package: torch_folder if package == "torch" else None)
+    clean_env.setenv("UNILAB_CACHE_DIR", str(tmp_path / "root"))
+    configure()
+    assert os.environ.get(PTXAS_VARIABLE) == (str(ptxas) if ships == "runnable" else None)
+    clean_env.setenv(PTXAS_VARIABLE, "/opt/cuda/bin/ptxas")
+    configure()
+    assert os.environ[PTXAS_VARIABLE] == "/opt/cuda/bin/ptxas"
 
 
 INDUCTOR_PROBE = """

@@ -65,6 +65,13 @@ SWITCHES = {
     "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
     "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
 }
+# Triton keys each compiled kernel on, among the rest, the version of the ptxas that assembles it, and torch may ship
+# another ptxas than Triton bundles (CUDA 13.0's against 12.8's, torch 2.11 for CUDA 13 with Triton 3.6). Inductor
+# names torch's (``torch/bin/ptxas``) for the processes it compiles in where the user named none, but not for every
+# process that builds a kernel: a run built some of SAC's update kernels under one ptxas, and the next run, finding no
+# entry under the other's key, built the same kernels again (ADR 48). Named for every process, one ptxas assembles
+# them all.
+PTXAS_VARIABLE = "TRITON_PTXAS_PATH"
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,7 @@ def cache_dirs(root: Path | None = None) -> list[CacheDir]:
 
 def configure() -> list[CacheDir]:
     """Point every cache the user did not place at the root, through its library's variable (Python's bytecode as
-    ``keep_bytecode`` says), and set Inductor's ``SWITCHES`` where the user did not. Call it before
+    ``keep_bytecode`` says), and set Inductor's ``SWITCHES`` and Triton's ptxas where the user did not. Call it before
     torch or Warp is imported: Warp reads its variable at ``wp.init``, Inductor its switches when its config is
     imported, Python its prefix at each import. Returns the caches as placed."""
     dirs = cache_dirs(resolve_root())
@@ -143,6 +150,9 @@ def configure() -> list[CacheDir]:
                 _writable(cache.path)
     for switch, value in SWITCHES.items():
         os.environ.setdefault(switch, value)
+    ptxas = torch_ptxas() if os.environ.get(PTXAS_VARIABLE) is None else None  # unset, as the workers test it
+    if ptxas is not None:
+        os.environ[PTXAS_VARIABLE] = str(ptxas)
     graph_log = logging.getLogger(GRAPH_CACHE_LOGGER)
     if not any(isinstance(f, CorruptGraphFilter) for f in graph_log.filters):
         graph_log.addFilter(CorruptGraphFilter())
@@ -170,6 +180,13 @@ def _placed_bytecode() -> Path | None:
     it as usual or where the user chose its place."""
     ours = next(cache for cache in cache_dirs(resolve_root(notice=False)) if cache.name == "bytecode")
     return None if ours.user_set or sys.pycache_prefix != str(ours.path) else ours.path
+
+
+def torch_ptxas() -> Path | None:
+    """The ptxas torch ships, found without importing torch; None where torch ships none that can be run."""
+    folder = _package_folder("torch")
+    ptxas = None if folder is None else folder / "bin" / "ptxas"
+    return ptxas if ptxas is not None and ptxas.is_file() and os.access(ptxas, os.X_OK) else None
 
 
 def installed_without_bytecode() -> bool:

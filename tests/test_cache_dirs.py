@@ -162,8 +162,8 @@ def test_configure_places_the_caches_and_keeps_the_user_s_own(clean_env: pytest.
 def test_every_process_assembles_with_the_ptxas_torch_ships(
     clean_env: pytest.MonkeyPatch, tmp_path: Path, ships: str
 ) -> None:
-    """Triton's cache key holds the ptxas version: the command names torch's, as Inductor's workers do, so that a
-    kernel its own process compiles is found under the workers' key. A user's choice stands."""
+    """Triton's cache key holds the ptxas version: the command names torch's for every process, as Inductor does for
+    its own, so that a kernel has one key whichever process builds it. A user's choice stands."""
     torch_folder = tmp_path / "torch"
     ptxas = torch_folder / "bin" / "ptxas"
     if ships != "none":

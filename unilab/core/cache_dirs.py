@@ -185,8 +185,10 @@ def _placed_bytecode() -> Path | None:
 def torch_ptxas() -> Path | None:
     """The ptxas torch ships, found without importing torch; None where torch ships none that can be run."""
     folder = _package_folder("torch")
-    ptxas = None if folder is None else folder / "bin" / "ptxas"
-    return ptxas if ptxas is not None and ptxas.is_file() and os.access(ptxas, os.X_OK) else None
+    if folder is None:
+        return None
+    ptxas = folder / "bin" / "ptxas"
+    return ptxas if ptxas.is_file() and os.access(ptxas, os.X_OK) else None
 
 
 def installed_without_bytecode() -> bool:

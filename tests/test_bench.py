@@ -32,7 +32,7 @@ def test_train_bench_reports_every_run_and_counts_failures(
     assert run["tail_env_steps_per_sec"] > 0 and set(run["tail_seconds_per_iteration"]) == {"collect", "update"}
     assert run["final_env_steps_per_sec"] > 0
     recorded = json.loads((tmp_path / f"{workload}_0" / "run_summary.json").read_text())
-    for key in ("startup_sec", "startup_compile", "startup_kernel_build"):
+    for key in ("startup_sec", "startup_compile", "startup_kernel_build", "startup_side"):
         assert run[key] == recorded[key], key
     assert recorded["algo"] == workload
     assert recorded["config"]["algo"]["max_iterations"] == 22  # the caller's overrides win over the canonical ones

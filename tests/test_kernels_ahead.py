@@ -83,8 +83,8 @@ def test_the_side_process_starts_once_and_only_on_a_cold_kernel_cache(monkeypatc
 
 def test_start_is_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
     launched = []
-    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending())
-    monkeypatch.setattr(subprocess, "Popen", lambda command, **kwargs: launched.append(command) or "process")
+    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending("test"))
+    monkeypatch.setattr(side_process, "launch", lambda name, command: launched.append(command) or "process")
     model = g1.load_model()
     assert kernels_ahead.start(model, 2, SimConfig(), "cpu")
     assert not kernels_ahead.start(model, 2, SimConfig(), "cpu")
@@ -103,7 +103,7 @@ def test_a_side_process_that_cannot_start_leaves_the_build_to_the_backend(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """No room for its input files: nothing starts, nothing is left behind, and the run goes on."""
-    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending())
+    monkeypatch.setattr(kernels_ahead, "_side", side_process.Pending("test"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def full(*args: object, **kwargs: object) -> None:

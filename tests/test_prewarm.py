@@ -18,6 +18,7 @@ from tests.test_train import small_algo, tiny
 from torchrl_ext.replay import DeviceReplay
 from unilab.apps.compose import compose_config
 from unilab.apps.train import run
+from unilab.core import side_process
 from unilab.envs.layout import task_layout
 from unilab.envs.runner import EnvRunner
 from unilab.tasks.registry import make_functional_env, make_task
@@ -67,7 +68,7 @@ def test_a_recorded_update_starts_no_side_process(tmp_path: Path, monkeypatch: p
     """On CUDA with ``algo.compile`` a side process starts unless one recorded compiling the same update before."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     started = []
-    monkeypatch.setattr(prewarm.subprocess, "Popen", lambda command, **kw: started.append(command) or "process")
+    monkeypatch.setattr(prewarm.side_process, "launch", lambda name, command: started.append(command) or "process")
     cfg = small_algo("sac")
     spec = dataclasses.replace(
         make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu").spec(), device=torch.device("cuda")
@@ -97,11 +98,15 @@ def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
     algo: str, started: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
+    side_process.take_lifetimes(0.0)  # what earlier tests in this process launched is theirs, not this run's
 
     class Side:
+        def __init__(self) -> None:
+            self.process = side_process.launch("update_prewarm", [sys.executable, "-c", "pass"])
+
         def wait(self) -> float:
             calls.append("wait")
-            return 0.0
+            return side_process.join(self.process, 10.0)
 
         def stop(self) -> None:
             calls.append("stop")
@@ -109,13 +114,16 @@ def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
     monkeypatch.setattr("unilab.run.training_run.UpdatePrewarm.start", lambda cfg, spec: calls.append(spec) or Side())
     summary = run(compose_config(tiny(tmp_path, "mujoco", f"algo={algo}", "algo.max_iterations=2")))
     assert summary.status == "completed"
-    startup = json.loads((tmp_path / "run" / "run_summary.json").read_text())["startup_sec"]
+    recorded = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    startup = recorded["startup_sec"]
     if started:  # with the envs' spec, waited for once, between the trainer's build and the first iteration
         assert calls[0].num_envs == 4 and calls[1:] == ["wait"]
         phases = list(startup)
         assert phases.index("trainer_build") < phases.index("update_prewarm") < phases.index("prefill")
+        life = recorded["startup_side"]["update_prewarm"]  # its own length, from its start within the run's
+        assert 0.0 < life["began_s"] < recorded["startup_total_sec"] and life["seconds"] is not None
     else:
-        assert calls == [] and "update_prewarm" not in startup
+        assert calls == [] and "update_prewarm" not in startup and recorded["startup_side"] == {}
 
 
 def test_nothing_is_started_where_the_learner_does_not_compile() -> None:

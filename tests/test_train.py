@@ -888,6 +888,18 @@ def test_the_start_up_line_says_how_long_the_physics_kernels_took_beside_the_tra
     assert clock.line().endswith("; physics kernels built beside the tracing in 41.2 s, waited for 12.0 s")
 
 
+def test_the_start_up_line_says_how_long_each_side_process_ran() -> None:
+    from unilab.run.startup import StartupClock
+
+    clock = StartupClock(imported_after_s=None)
+    clock.mark("env_warmup")
+    assert "side processes" not in clock.line()
+    clock.side = {"warp_ahead": {"began_s": 0.12, "seconds": 20.5}, "update_prewarm": {"began_s": 4.4, "seconds": None}}
+    assert clock.line().endswith(
+        "; side processes: warp_ahead 20.5 s from 0.1 s, update_prewarm from 4.4 s, still running"
+    )
+
+
 def test_start_up_splits_inductor_s_compile_into_its_parts() -> None:
     """A graph Inductor compiles (its cache off) shows its lowering, scheduling and code generation inside Inductor's
     compile, and that inside the backend: the parts that say where a cold start's long backend went."""

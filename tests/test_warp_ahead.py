@@ -54,7 +54,7 @@ def test_the_kernel_cache_is_the_folder_warp_resolves(tmp_path: Path, monkeypatc
 
 
 class FakeProcess:
-    def __init__(self, command: list[str], hangs: bool = False, **kwargs: object) -> None:
+    def __init__(self, command: list[str], hangs: bool = False) -> None:
         self.command = command
         self.hangs = hangs
         self.waits = 0
@@ -73,12 +73,12 @@ class FakeProcess:
 def test_the_side_process_starts_only_where_it_can_help(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[FakeProcess] = []
 
-    def popen(command: list[str], **kwargs: object) -> FakeProcess:
-        started.append(FakeProcess(command, **kwargs))
+    def launch(name: str, command: list[str]) -> FakeProcess:
+        started.append(FakeProcess(command))
         return started[-1]
 
-    monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr(warp_ahead, "_side", side_process.Pending())
+    monkeypatch.setattr(side_process, "launch", launch)
+    monkeypatch.setattr(warp_ahead, "_side", side_process.Pending("test"))
     monkeypatch.setenv("WARP_CACHE_PATH", str(tmp_path))
     assert warp_ahead.wait() is None  # nothing to wait for
     assert not warp_ahead.start("cuda:0", min_cores=10_000)  # no cores to spare

@@ -104,6 +104,7 @@ def bench_train(
             "startup_compile": summary.get("startup_compile"),
             "startup_graphs": summary.get("startup_graphs"),
             "startup_kernel_build": summary.get("startup_kernel_build"),
+            "startup_side": summary.get("startup_side"),
             "run_dir": str(run_dir),
             **cold_fields,
         }

@@ -41,7 +41,7 @@ _CPU_CODE = (".o",)
 # a compiler that hangs, and the backend then compiles the modules itself.
 WAIT_LIMIT_S = 300.0
 # The side process this process started, if any: Warp's kernel cache lacked the step modules when the command began.
-_side = side_process.Pending()
+_side = side_process.Pending("warp_ahead")
 
 
 def kernel_cache() -> Path | None:

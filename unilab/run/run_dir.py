@@ -300,6 +300,9 @@ class RunSummary:
     # The physics kernels built beside the env step's tracing (mjwarp with a compiled step): the build's seconds
     # and how long the warm-up then waited for it (within ``env_warmup``); empty when none was built that way.
     startup_kernel_build: dict[str, float] = field(default_factory=dict)
+    # Each side process the command started (Warp's step modules, the model's kernels, the update's compile): when it
+    # began, in seconds from the process start, and how long it ran (None if still running); empty where none ran.
+    startup_side: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_status(self.status)
@@ -352,6 +355,7 @@ class RunSummary:
             startup_compile=dict(startup.compile),
             startup_graphs=list(startup.graphs),
             startup_kernel_build=dict(startup.kernel_build),
+            startup_side=dict(startup.side),
         )
 
     def to_dict(self) -> dict[str, Any]:

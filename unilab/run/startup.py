@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from unilab.core import side_process
 from unilab.core.cache_dirs import CacheDir
 from unilab.core.device import settle
 
@@ -105,6 +106,8 @@ class StartupClock:
         self.kernel_build: dict[str, float] = {}
         # Each frame compiled in start-up (``compiled_frames``), its start counted from where the phases start
         self.graphs: list[dict[str, Any]] = []
+        # Each side process the command started (``take_side_processes``), its start counted as the graphs' are
+        self.side: dict[str, dict[str, float | None]] = {}
         self._compile_before = compile_totals()
         before = process_age_s()
         if before is not None and imported_after_s is not None:
@@ -136,6 +139,11 @@ class StartupClock:
         self.compile = split if split.get("graphs") else {}
         self.graphs = compiled_frames(self._started, self._origin)
 
+    def take_side_processes(self) -> None:
+        """Keep when each side process began and how long it ran (``side_process.take_lifetimes``): on a cold start the
+        run waits for the longest of them, and the phases show only the waits."""
+        self.side = side_process.take_lifetimes(self._origin)
+
     def total(self) -> float:
         return round(sum(self.phases.values()), 3)
 
@@ -158,6 +166,14 @@ class StartupClock:
             line += f"; physics kernels built beside the tracing in {k['build']:.1f} s, waited for {k['waited']:.1f} s"
             if "side_process" in k:
                 line += f" (of the build, {k['side_process']:.1f} s for the side process compiling them)"
+        if self.side:
+            lives = ", ".join(
+                f"{name} from {life['began_s']:.1f} s, still running"
+                if life["seconds"] is None
+                else f"{name} {life['seconds']:.1f} s from {life['began_s']:.1f} s"
+                for name, life in self.side.items()
+            )
+            line += f"; side processes: {lives}"
         return line
 
 

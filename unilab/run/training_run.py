@@ -286,6 +286,7 @@ class TrainingRun:
                 self.startup.take_compile_split()
                 # every physics call so far waited for the kernels built beside the tracing: their figures are final
                 self.startup.kernel_build = trainer.runner.env.sim.kernel_build_seconds()
+                self.startup.take_side_processes()
                 if self.world.leader:
                     outputs.bar.write(f"train: {self.startup.line()}", file=sys.stderr)
                 startup_gc.release()  # start-up's objects are allocated; the timed iterations collect as usual

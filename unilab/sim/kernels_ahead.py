@@ -38,7 +38,7 @@ WAIT_LIMIT_S = 300.0
 # The side process this process started, if any. Only its first backend's model gets one: a command that builds
 # more (eval's suites) would otherwise have each build wait for a process that starts up to find little left to
 # compile.
-_side = side_process.Pending()
+_side = side_process.Pending("kernels_ahead")
 
 
 def start(model: mujoco.MjModel, num_worlds: int, config: SimConfig, device: str) -> bool:

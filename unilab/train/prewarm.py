@@ -100,9 +100,8 @@ class UpdatePrewarm:
         handle, name = tempfile.mkstemp(prefix="unilab-prewarm-", suffix=".pkl")
         with os.fdopen(handle, "wb") as file:
             pickle.dump((cfg, spec, record), file)
-        command = [sys.executable, "-m", "unilab.train.prewarm", name]
         # Quiet: the run's own first update reports what compiled; a failure here costs the run nothing.
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = side_process.launch("update_prewarm", [sys.executable, "-m", "unilab.train.prewarm", name])
         return cls(process, Path(name))
 
     def wait(self, limit_s: float = LIMIT_S) -> float:

@@ -17,7 +17,7 @@ def test_a_side_process_joined_after_it_ended_reports_how_long_it_ran() -> None:
     assert side_process.join(process, limit_s=10.0) < 1.0
     life = side_process.take_lifetimes(origin)["nap"]
     assert 0.0 <= life["began_s"] < 1.0
-    assert 0.3 <= life["seconds"] < 2.5
+    assert 0.3 <= life["seconds"] < 2.9  # not the 3 s to the join
 
 
 def test_a_side_process_still_running_has_no_length_until_it_ends() -> None:

@@ -111,7 +111,9 @@ def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
         def stop(self) -> None:
             calls.append("stop")
 
-    monkeypatch.setattr("unilab.run.training_run.UpdatePrewarm.start", lambda cfg, spec: calls.append(spec) or Side())
+    monkeypatch.setattr(
+        "unilab.run.training_run.UpdatePrewarm.start", lambda cfg, spec, started: calls.append(spec) or Side()
+    )
     summary = run(compose_config(tiny(tmp_path, "mujoco", f"algo={algo}", "algo.max_iterations=2")))
     assert summary.status == "completed"
     recorded = json.loads((tmp_path / "run" / "run_summary.json").read_text())

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
+from unilab.apps import early_update
 from unilab.apps.args import check_environment, fail
 from unilab.apps.catalog import list_everything
 from unilab.apps.early import ahead_device, check_command
@@ -154,7 +155,8 @@ def train() -> None:
 
 def start_ahead(arguments: list[str]) -> None:
     """Where ``train``'s command line runs MuJoCo Warp on a GPU, start compiling its step modules beside the imports
-    (``unilab.core.warp_ahead``; the backend waits for them)."""
+    (``unilab.core.warp_ahead``; the backend waits for them); where their cache was cold, an off-policy run's
+    update too (``unilab.apps.early_update``; the run waits for it before its first update)."""
     device = ahead_device(arguments)
-    if device is not None:
-        warp_ahead.start(device)
+    if device is not None and warp_ahead.start(device):
+        early_update.start(arguments)

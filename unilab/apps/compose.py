@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from omegaconf import OmegaConf, open_dict
 
 from unilab.apps.args import unknown_name
 from unilab.apps.catalog import DEFAULT_ALGO
+from unilab.apps.early import last_values, resume_path
 from unilab.core.ranges import Choice, Range, Words
 from unilab.run.config import (
     TaskSelection,
@@ -35,6 +37,7 @@ from unilab.run.config import (
 from unilab.sim import BACKENDS, default_backend
 from unilab.tasks.registry import check_reward_weights, get_task, list_tasks, override_names
 from unilab.train.registry import ALGORITHMS
+from unilab.train.settings import shape_keys
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package, so a wheel can train
 
@@ -281,3 +284,29 @@ def _fits(default: object, value: object) -> bool:
     if isinstance(default, float):
         return isinstance(value, int | float) and math.isfinite(value)
     return isinstance(value, str)
+
+
+def resumed_groups(overrides: list[str]) -> list[str]:
+    """``overrides`` with what ``algo.resume``'s checkpoint records and the command line leaves out: its algorithm,
+    its task and the settings that fix its networks' shapes, so that ``train algo.resume=PATH`` alone continues
+    the run (the command line's own values still win, and a checkpoint that cannot fit them is refused later).
+    A note says what was taken (on stdout: stderr's one line is kept for a refusal)."""
+    values = last_values(overrides)
+    path = resume_path(values)
+    if path is None:
+        return overrides
+    if not Path(path).is_file():
+        raise ValueError(f"algo.resume={path}: no such checkpoint file")
+    from unilab.run.checkpoint import load_checkpoint, saved_config
+
+    recorded = saved_config(load_checkpoint(Path(path)), Path(path))  # refused in one line where unreadable
+    algo = recorded.algo.name
+    taken = [f"{group}={name}" for group, name in (("algo", algo), ("task", recorded.task.name)) if group not in values]
+    if values.get("algo", algo) == algo:  # the networks' shapes, where they are this algorithm's
+        shapes = {f"algo.{key}": getattr(recorded.algo, key) for key in shape_keys(type(recorded.algo))}
+        taken += [
+            f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in shapes.items() if key not in values
+        ]
+    if taken:
+        print(f"train: from {path}: {' '.join(taken)}")
+    return taken + overrides

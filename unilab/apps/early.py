@@ -143,7 +143,7 @@ def check_train(arguments: list[str]) -> None:
     if sim not in (None, "auto", *BACKENDS):
         fail("train", unknown_name("sim", sim, BACKENDS, "backends"))
     if resume is not None and "algo" not in values:
-        return  # the algorithm is the checkpoint's (``train.resumed_groups``), whose keys are not known yet
+        return  # the algorithm is the checkpoint's (``compose.resumed_groups``), whose keys are not known yet
     try:
         check_values(algo, values)
     except ValueError as exc:

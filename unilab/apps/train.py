@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import json
 import shlex
 import signal
 import sys
@@ -18,17 +17,17 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from torchrl_ext.distributed import RankLost
+from unilab.apps import early_update
 from unilab.apps.args import fail, shell_command
 from unilab.apps.catalog import cuda_available
-from unilab.apps.compose import compose_config
-from unilab.apps.early import check_train, last_values, resume_path, split_train_args, train_parser
+from unilab.apps.compose import compose_config, resumed_groups
+from unilab.apps.early import check_train, split_train_args, train_parser
 from unilab.core.files import DiskFullError
 from unilab.envs.runner import NonFiniteError
 from unilab.run.config import TrainConfig, settings_fields, unknown_key_message
 from unilab.run.run_dir import POLICY_FILENAME, RunSummary
 from unilab.run.signals import Interrupted, StopSignals
 from unilab.tasks.registry import override_names
-from unilab.train.settings import shape_keys
 
 if TYPE_CHECKING:  # the training stack (ONNX export, the trainer) loads once a run starts: --help and --cfg skip it
     from unilab.run.training_run import TrainingRun
@@ -88,32 +87,6 @@ MAIN_KEYS = (
     "training.export_onnx",
     "training.keep_checkpoints",
 )
-
-
-def resumed_groups(overrides: list[str]) -> list[str]:
-    """``overrides`` with what ``algo.resume``'s checkpoint records and the command line leaves out: its algorithm,
-    its task and the settings that fix its networks' shapes, so that ``train algo.resume=PATH`` alone continues
-    the run (the command line's own values still win, and a checkpoint that cannot fit them is refused later).
-    A note says what was taken (on stdout: stderr's one line is kept for a refusal)."""
-    values = last_values(overrides)
-    path = resume_path(values)
-    if path is None:
-        return overrides
-    if not Path(path).is_file():
-        raise ValueError(f"algo.resume={path}: no such checkpoint file")
-    from unilab.run.checkpoint import load_checkpoint, saved_config
-
-    recorded = saved_config(load_checkpoint(Path(path)), Path(path))  # refused in one line where unreadable
-    algo = recorded.algo.name
-    taken = [f"{group}={name}" for group, name in (("algo", algo), ("task", recorded.task.name)) if group not in values]
-    if values.get("algo", algo) == algo:  # the networks' shapes, where they are this algorithm's
-        shapes = {f"algo.{key}": getattr(recorded.algo, key) for key in shape_keys(type(recorded.algo))}
-        taken += [
-            f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in shapes.items() if key not in values
-        ]
-    if taken:
-        print(f"train: from {path}: {' '.join(taken)}")
-    return taken + overrides
 
 
 def resume_command(arguments: list[str], checkpoint: str, run_dir: Path) -> str:
@@ -250,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
                     return
                 from unilab.run.training_run import TrainingRun
 
-                training = TrainingRun.prepare(cfg, signals)
+                training = TrainingRun.prepare(cfg, signals, early_update.take())
         except Interrupted as exc:
             stopped(parser.prog, exc, "during start-up; nothing was trained")
         summary = train_reporting(parser.prog, training, arguments)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import subprocess
 import sys
 import time
 from collections import deque
@@ -112,10 +113,13 @@ class TrainingRun:
         return self.claim.run_dir
 
     @classmethod
-    def prepare(cls, cfg: TrainConfig, signals: StopSignals | None = None) -> TrainingRun:
+    def prepare(
+        cls, cfg: TrainConfig, signals: StopSignals | None = None, update_started: subprocess.Popen | None = None
+    ) -> TrainingRun:
         """Everything a user can get wrong, checked in order of cost, then the env and trainer built; raises
         ``ValueError`` (one line) for bad input, before the first iteration. ``signals``: the command's, installed
-        before its start-up (``StopSignals.raising``)."""
+        before its start-up (``StopSignals.raising``); ``update_started``: the side process compiling the update that
+        the command started for this run, if any (``unilab.apps.early_update``)."""
         launched = time.perf_counter()  # env build, compilation and capture count toward time-to-threshold
         clock = StartupClock(IMPORTED_AFTER_S)
         caches = configure()  # the command placed them before its imports; a run started from Python, here
@@ -139,7 +143,8 @@ class TrainingRun:
             raise
         # Alone on its device, an off-policy run's update compiles in a side process meanwhile (unilab.train.prewarm).
         alone = world.size == 1 and not cfg.algo.on_policy
-        prewarm = UpdatePrewarm.start(cfg.algo, layout.spec(cfg.algo.num_envs, torch.device(device))) if alone else None
+        spec = layout.spec(cfg.algo.num_envs, torch.device(device))
+        prewarm = UpdatePrewarm.start(cfg.algo, spec, update_started) if alone else None
         try:
             clock.mark("checks")
             if world.leader:

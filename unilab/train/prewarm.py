@@ -15,7 +15,9 @@ settings and env layout the graphs depend on) in Inductor's cache folder, and a 
 none. Clearing that cache clears the record; a record whose graphs were lost otherwise costs the run the compile
 it would have done without a side process.
 
-``python -m unilab.train.prewarm PAYLOAD`` is the side process; ``UpdatePrewarm`` starts and waits for it.
+``python -m unilab.train.prewarm PAYLOAD`` is the side process; ``UpdatePrewarm`` starts and waits for it. On a
+cold machine the command starts one earlier, from its command line (``unilab.apps.early_update``), and
+``UpdatePrewarm`` waits for that one instead.
 """
 
 from __future__ import annotations
@@ -83,23 +85,24 @@ LIMIT_S = 600.0
 class UpdatePrewarm:
     """The side process compiling a run's update; ``wait`` before the run's own first update."""
 
-    def __init__(self, process: subprocess.Popen, payload: Path) -> None:
+    def __init__(self, process: subprocess.Popen, payload: Path | None) -> None:
         self._process = process
         self._payload = payload
 
     @classmethod
-    def start(cls, cfg: OffPolicySettings, spec: EnvSpec) -> UpdatePrewarm | None:
-        """The side process for ``cfg``'s learner on envs of ``spec``, where the learner compiles (on CUDA, with
-        ``algo.compile``) and no earlier side process recorded compiling the same update; None elsewhere. It inherits
-        the environment, so it shares the run's cache root."""
-        if not (cfg.compile and spec.device.type == "cuda"):
-            return None
-        record = record_path(cfg, spec)
-        if record is not None and record.exists():
+    def start(
+        cls, cfg: OffPolicySettings, spec: EnvSpec, started: subprocess.Popen | None = None
+    ) -> UpdatePrewarm | None:
+        """The side process for ``cfg``'s learner on envs of ``spec`` where ``needed``, or ``started``, one the command
+        started for the same run (``unilab.apps.early_update``, which checked that itself); None elsewhere. It
+        inherits the environment, so it shares the run's cache root."""
+        if started is not None:
+            return cls(started, None)
+        if not needed(cfg, spec):
             return None
         handle, name = tempfile.mkstemp(prefix="unilab-prewarm-", suffix=".pkl")
         with os.fdopen(handle, "wb") as file:
-            pickle.dump((cfg, spec, record), file)
+            pickle.dump((cfg, spec, record_path(cfg, spec)), file)
         # Quiet: the run's own first update reports what compiled; a failure here costs the run nothing.
         process = side_process.launch("update_prewarm", [sys.executable, "-m", "unilab.train.prewarm", name])
         return cls(process, Path(name))
@@ -109,7 +112,8 @@ class UpdatePrewarm:
         try:
             return side_process.join(self._process, limit_s)
         finally:
-            self._payload.unlink(missing_ok=True)
+            if self._payload is not None:
+                self._payload.unlink(missing_ok=True)
 
     def stop(self) -> None:
         """End the side process early (the run failed before its first update)."""
@@ -117,15 +121,36 @@ class UpdatePrewarm:
         self.wait(limit_s=0.0)
 
 
+def needed(cfg: OffPolicySettings, spec: EnvSpec) -> bool:
+    """Whether a side process would help: the learner compiles (on CUDA, with ``algo.compile``) and no earlier side
+    process recorded compiling the same update."""
+    if not (cfg.compile and spec.device.type == "cuda"):
+        return False
+    record = record_path(cfg, spec)
+    return record is None or not record.exists()
+
+
+def compile_and_record(cfg: OffPolicySettings, spec: EnvSpec, record: Path | None) -> None:
+    """``compile_update``, then the record that it is done, where there is a place for one."""
+    compile_update(cfg, spec)
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.touch()
+
+
+def prewarm(cfg: OffPolicySettings, spec: EnvSpec) -> None:
+    """In a side process that worked out ``cfg`` and ``spec`` itself: compile and record the update where
+    ``needed``."""
+    if needed(cfg, spec):
+        compile_and_record(cfg, spec, record_path(cfg, spec))
+
+
 def main(argv: list[str]) -> None:
     startup_gc.hold()  # a compile's objects, collected less often (unilab.core.startup_gc)
     payload = Path(argv[0])
     with payload.open("rb") as file:
         cfg, spec, record = pickle.load(file)  # written by UpdatePrewarm.start of this user's run, a moment ago
-    compile_update(cfg, spec)
-    if record is not None:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.touch()
+    compile_and_record(cfg, spec, record)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,65 @@ def test_cold_runs_each_start_with_an_empty_cache_root_of_their_own(
     assert commands == [None] and "cold" not in json.loads(capsys.readouterr().out.splitlines()[0])  # warm: as is
 
 
+def test_warm_runs_start_in_the_root_their_workload_s_last_cold_run_filled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A start-up table's two columns from one bench: each workload's first runs, each in an empty root, then its
+    later ones in the root the last of them filled; each kind summarised apart, every root removed at the end."""
+    seen = []
+
+    def compiling(command: list[str], env: dict[str, str] | None = None, **_: object) -> subprocess.CompletedProcess:
+        root = Path(env["UNILAB_CACHE_DIR"])
+        held = sorted(p.name for p in root.iterdir())
+        run_dir = Path(next(a for a in command if a.startswith("training.log_dir=")).split("=", 1)[1])
+        seen.append((run_dir.name, root, held))
+        (root / f"from_{run_dir.name}").write_bytes(b"x" * 10)  # what the run compiled
+        run_dir.mkdir()
+        startup = 60.0 if not held else 9.0  # a run that finds the caches full starts fast
+        summary = {"status": "completed", "tail_env_steps_per_sec": 1.0, "startup_total_sec": startup}
+        (run_dir / "run_summary.json").write_text(json.dumps(summary))
+        return FINISHED
+
+    monkeypatch.setattr(train_runs.subprocess, "run", compiling)
+    bench.main([
+        "train", "--workloads", "sac,ppo", "--repeats", "2", "--cold", "--warm", "2", "--sim", "mujoco",
+        "--log-root", str(tmp_path),
+    ])  # fmt: skip
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    runs, summaries = lines[:8], lines[8:]
+    names = [name for name, _, _ in seen]
+    assert names == ["sac_0", "ppo_0", "sac_1", "ppo_1", "sac_warm_0", "ppo_warm_0", "sac_warm_1", "ppo_warm_1"]
+    roots = {name: root for name, root, _ in seen}
+    assert len({roots[n] for n in names[:4]}) == 4  # every cold run in an empty root of its own
+    assert all(held == [] for _, _, held in seen[:4])
+    assert roots["sac_warm_0"] == roots["sac_warm_1"] == roots["sac_1"] != roots["ppo_1"] == roots["ppo_warm_0"]
+    assert seen[5][2] == ["from_ppo_1"] and seen[6][2] == ["from_sac_1", "from_sac_warm_0"]
+    assert not any(root.exists() for root in roots.values())
+    assert [(row["cold"], row["cache_bytes"]) for row in runs] == [(True, 10)] * 4 + [(False, 20), (False, 20)] + [
+        (False, 30),
+        (False, 30),
+    ]
+    assert [(row["workload"], row["cold"], row["runs"], row["startup_median_sec"]) for row in summaries] == [
+        ("sac", True, 2, 60.0),
+        ("ppo", True, 2, 60.0),
+        ("sac", False, 2, 9.0),
+        ("ppo", False, 2, 9.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["--warm", "2"], "--warm runs start from the caches"), (["--cold", "--warm", "-1"], "--warm must be >= 0")],
+)
+def test_warm_runs_need_cold_ones_before_them(
+    args: list[str], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(train_runs.subprocess, "run", lambda *a, **k: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["train", "--workloads", "sac", "--sim", "mujoco", *args])
+    assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_variants_run_interleaved_each_with_its_overrides_and_are_summarised_apart(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -453,3 +512,5 @@ def test_a_log_root_holding_a_planned_run_is_refused_before_any_run(
         train_runs.bench_train(["sac"], 2, "mujoco", [], tmp_path)
     (tmp_path / "sac_b_0").mkdir()
     assert train_runs.held_runs(["sac", "ppo"], 1, {"a": [], "b": []}, tmp_path) == ["sac_b_0"]
+    (tmp_path / "ppo_a_warm_1").mkdir()
+    assert train_runs.held_runs(["sac", "ppo"], 1, {"a": [], "b": []}, tmp_path, warm=2) == ["sac_b_0", "ppo_a_warm_1"]

@@ -344,6 +344,14 @@ def _parser() -> ArgumentParser:
         help="each run with an empty cache root of its own, removed after it: a first run's start-up",
     )
     train.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --cold: then N more runs of each workload in the cache root its last cold run filled (warm "
+        "start-ups), summarised apart",
+    )
+    train.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -385,6 +393,8 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [w for w in workloads if w not in CANONICAL_WORKLOADS]
         if unknown or args.repeats < 1:
             parser.error(f"unknown workloads {unknown}" if unknown else f"--repeats must be >= 1, got {args.repeats}")
+        if args.warm < 0:
+            parser.error(f"--warm must be >= 0, got {args.warm}")
         variants = _variants(parser, args.variant)
         # A workload is its algorithm and task, and --sim its backend: an override naming one would fail every run.
         given = [*args.overrides, *(o for overrides in (variants or {}).values() for o in overrides)]
@@ -393,9 +403,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"a workload fixes algo and task, and --sim the backend; drop {naming} or pick a workload")
         log_root = args.log_root or Path(tempfile.mkdtemp(prefix="unilab-bench-"))
         try:  # a log root that holds one of the runs is refused before any run
-            rows = bench_train(
-                workloads, args.repeats, sim, args.overrides, log_root, cold=args.cold, variants=variants
-            )
+            rows = bench_train(workloads, args.repeats, sim, args.overrides, log_root, args.cold, variants, args.warm)
         except InputError as exc:
             parser.error(str(exc))
         for row in summarize_train(rows):

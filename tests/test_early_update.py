@@ -4,6 +4,7 @@ outlive a command that did not take it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,28 @@ def test_train_hands_the_run_what_the_command_started(tmp_path: Path, monkeypatc
     with pytest.raises(Stop):
         train.main(tiny(tmp_path, "mujoco"))
     assert handed == ["started"]
+
+
+def test_a_command_on_a_cold_machine_waits_for_the_update_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole path through ``train``'s command, with the GPU's gates opened on the CPU: the side process starts
+    before the run's stack is loaded, runs from the command line alone (on the CPU it composes the run and ends), and
+    the run waits for it once, between its trainer's build and its first iteration, and reports its life."""
+    launched: list[list[str]] = []
+    launch = side_process.launch
+    monkeypatch.setattr(side_process, "launch", lambda name, command: launched.append(command) or launch(name, command))
+    monkeypatch.setattr(early_update, "_side", side_process.Pending("update_prewarm"))
+    monkeypatch.setattr(cli, "ahead_device", lambda arguments: "cpu")
+    monkeypatch.setattr(warp_ahead, "start", lambda device: True)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    side_process.take_lifetimes(0.0)  # what earlier tests in this process launched is theirs
+    line = [*tiny(tmp_path, "mujoco"), "algo.max_iterations=2", "training.no_play=true"]
+    cli.start_command("train", "train", line, line)
+    assert launched == [[sys.executable, "-m", "unilab.apps.early_update", *line]]  # and no other side process
+    assert early_update.take() is None  # the run took it
+    recorded = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    phases = list(recorded["startup_sec"])
+    assert phases.index("trainer_build") < phases.index("update_prewarm") < phases.index("prefill")
+    life = recorded["startup_side"]["update_prewarm"]
+    assert life["seconds"] is not None and life["seconds"] > 0.0

@@ -46,7 +46,8 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         (["--algo", "sac"], True),
         (["algo=flashsac", "task=g1_motion_tracking"], True),
         ([], True),  # the default algorithm, SAC
-        (["--algo", "ppo"], False),  # on-policy: its rollout and update compile in the run
+        (["--algo", "ppo"], True),
+        (["algo=td3"], False),  # no such algorithm: the command says so
         (["--algo", "sac", "algo.compile=false"], False),
         (["--algo", "sac", "algo.compile=false", "algo.compile=true"], True),  # the last one counts
     ],
@@ -97,12 +98,14 @@ def test_one_the_command_did_not_take_is_ended_at_exit(monkeypatch: pytest.Monke
     end()  # nothing left: a second call is harmless
 
 
-def test_the_side_process_compiles_the_update_the_run_looks_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_the_side_process_compiles_the_update_the_run_looks_up(
+    algo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The side process works out the settings and env layout from the command line alone; the run, from its
     composed config after every check. Both must name the same update (``update_key``), or the run finds nothing
     in the caches."""
-    line = ["algo=sac", "task=g1_walk_flat", *tiny(tmp_path, "mujoco"), "training.device=cpu"]
-    line += ["algo.batch_size=32", "algo.seed=3"]
+    line = ["task=g1_walk_flat", *tiny(tmp_path, "mujoco", f"algo={algo}"), "training.device=cpu", "algo.seed=3"]
     seen: dict[str, Any] = {}
     monkeypatch.setattr(prewarm, "prewarm", lambda cfg, spec: seen.update(side=(cfg, spec)))
     early_update.main(line)

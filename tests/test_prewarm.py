@@ -43,7 +43,7 @@ def test_the_zero_batch_is_laid_out_as_the_replay_s_rows() -> None:
         assert not b.any()
 
 
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+@pytest.mark.parametrize("algo", ["sac", "flashsac", "ppo"])
 def test_the_side_process_runs_an_update_block_on_zeros(algo: str, tmp_path: Path) -> None:
     env = make_functional_env("g1_walk_flat", sim="mujoco", num_envs=4, device="cpu")
     payload, record = tmp_path / "payload.pkl", tmp_path / "records" / "key"
@@ -93,10 +93,11 @@ def test_a_side_process_past_its_limit_is_ended(tmp_path: Path) -> None:
     assert stuck.wait(limit_s=0.5) < 10.0 and not payload.exists()
 
 
-@pytest.mark.parametrize(("algo", "started"), [("sac", True), ("ppo", False)])
-def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
+@pytest.mark.parametrize(("algo", "started"), [("sac", True), ("ppo", True), ("sac", False)])
+def test_a_run_waits_for_its_side_process_before_its_first_update(
     algo: str, started: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Off-policy and on-policy alike; a run for which none started (a recorded update, the CPU) waits for none."""
     calls = []
     side_process.take_lifetimes(0.0)  # what earlier tests in this process launched is theirs, not this run's
 
@@ -111,21 +112,24 @@ def test_an_off_policy_run_waits_for_its_side_process_before_its_first_update(
         def stop(self) -> None:
             calls.append("stop")
 
-    monkeypatch.setattr(
-        "unilab.run.training_run.UpdatePrewarm.start", lambda cfg, spec, started: calls.append(spec) or Side()
-    )
+    def start(cfg: object, spec: object, given: object) -> Side | None:
+        calls.append(spec)
+        return Side() if started else None
+
+    monkeypatch.setattr("unilab.run.training_run.UpdatePrewarm.start", start)
     summary = run(compose_config(tiny(tmp_path, "mujoco", f"algo={algo}", "algo.max_iterations=2")))
     assert summary.status == "completed"
     recorded = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     startup = recorded["startup_sec"]
-    if started:  # with the envs' spec, waited for once, between the trainer's build and the first iteration
-        assert calls[0].num_envs == 4 and calls[1:] == ["wait"]
+    assert calls[0].num_envs == 4  # asked with the envs' spec
+    if started:  # waited for once, between the trainer's build and the first iteration
+        assert calls[1:] == ["wait"]
         phases = list(startup)
         assert phases.index("trainer_build") < phases.index("update_prewarm") < phases.index("prefill")
         life = recorded["startup_side"]["update_prewarm"]  # its own length, from its start within the run's
         assert 0.0 < life["began_s"] < recorded["startup_total_sec"] and life["seconds"] is not None
     else:
-        assert calls == [] and "update_prewarm" not in startup and recorded["startup_side"] == {}
+        assert calls[1:] == [] and "update_prewarm" not in startup and recorded["startup_side"] == {}
 
 
 def test_nothing_is_started_where_the_learner_does_not_compile() -> None:
@@ -151,7 +155,7 @@ print(json.dumps({**counters["inductor"], **counters["aot_autograd"]}))
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+@pytest.mark.parametrize("algo", ["sac", "flashsac", "ppo"])
 def test_after_the_side_process_the_first_update_loads_its_graphs_from_the_caches(algo: str, tmp_path: Path) -> None:
     """Two fresh cache roots: in one the update compiles alone (every graph a miss), in the other after the side
     process (every graph a hit in both Inductor's and AOTAutograd's caches)."""

@@ -1,4 +1,4 @@
-"""An off-policy run's update compiled in a side process from the command's first moment, on a cold machine.
+"""A run's update compiled in a side process from the command's first moment, on a cold machine.
 
 ``UpdatePrewarm`` (``unilab.train.prewarm``) compiles the update in a side process once the run knows its env's
 layout: after the run has imported its stack and passed its checks (4-5 s on a used machine, about 10 s on a fresh
@@ -10,8 +10,8 @@ builds the task's layout, and compiles the same update on zeros into the same ca
 place of starting its own.
 
 It starts where ``warp_ahead``'s does (a GPU, cores to spare, Warp's kernel cache cold: a fresh machine or cache
-root, where the update's caches are cold too), for one process (not under torchrun) and an off-policy algorithm
-that compiles. A warm machine starts neither. The side process ends at once where a run's earlier side process
+root, where the update's caches are cold too), for one process (not under torchrun) and an algorithm whose update
+compiles. A warm machine starts neither. The side process ends at once where a run's earlier side process
 recorded compiling the same update. If the command ends without taking it (a failed check, a signal), it is ended.
 
 ``python -m unilab.apps.early_update ARGUMENTS`` is the side process, ``ARGUMENTS`` being ``train``'s. This module
@@ -34,14 +34,12 @@ _side = side_process.Pending("update_prewarm")
 
 
 def wanted(arguments: list[str]) -> bool:
-    """Whether ``train``'s command line asks for a run alone on its device of an algorithm whose update compiles:
-    an off-policy one, ``algo.compile`` left on. Read without composing the config; the side process composes it
-    and checks again."""
+    """Whether ``train``'s command line asks for a run alone on its device whose update compiles (a known algorithm,
+    ``algo.compile`` left on). Read without composing the config; the side process composes it and checks again."""
     if os.environ.get("WORLD_SIZE", "1") != "1":
         return False
     values = last_values(split_train_args(arguments).overrides)
-    settings = ALGORITHMS.get(values.get("algo", DEFAULT_ALGO))
-    return settings is not None and not settings.on_policy and values.get("algo.compile", "true") != "false"
+    return values.get("algo", DEFAULT_ALGO) in ALGORITHMS and values.get("algo.compile", "true") != "false"
 
 
 def start(arguments: list[str]) -> bool:
@@ -85,8 +83,6 @@ def main(arguments: list[str]) -> None:
     from unilab.train.prewarm import prewarm
 
     cfg = compose_config(resumed_groups(split_train_args(arguments).overrides))
-    if cfg.algo.on_policy:
-        return
     device = torch.device(resolve_device(cfg, ALONE))
     layout = task_layout(make_task(cfg.task.name, **task_overrides(cfg)))
     prewarm(cfg.algo, layout.spec(cfg.algo.num_envs, device))

@@ -141,8 +141,8 @@ class TrainingRun:
         except BaseException:
             world.close()
             raise
-        # Alone on its device, an off-policy run's update compiles in a side process meanwhile (unilab.train.prewarm).
-        alone = world.size == 1 and not cfg.algo.on_policy
+        # Alone on its device, a run's update compiles in a side process meanwhile (unilab.train.prewarm).
+        alone = world.size == 1
         spec = layout.spec(cfg.algo.num_envs, torch.device(device))
         prewarm = UpdatePrewarm.start(cfg.algo, spec, update_started) if alone else None
         try:

@@ -55,6 +55,13 @@ def rollout_buffer(spec: EnvSpec, steps: int) -> TensorDict:
     )
 
 
+def matmul_precision(cfg: PPOConfig) -> str:
+    """The float32 matmuls' precision the rollout and the update run under. Their GEMMs are most of an iteration at
+    thousands of envs; TF32 runs them on the tensor cores (float32 storage and accumulation, 10-bit mantissa
+    products)."""
+    return "tf32" if cfg.tf32 else "ieee"
+
+
 @contextlib.contextmanager
 def float32_matmuls(precision: str) -> Iterator[None]:
     """CUDA's float32 matmuls at ``precision`` (``"tf32"`` or ``"ieee"``) inside, as they were outside.
@@ -101,9 +108,7 @@ class OnPolicyTrainer(Trainer):
         self.rollout = rollout_buffer(spec, cfg.num_steps_per_env)
         # The rollout row the next step writes, on the device: the one recorded step writes row after row on replay.
         self._row = torch.zeros(1, dtype=torch.long, device=self.device)
-        # The rollout's and the update's GEMMs are most of an iteration at thousands of envs; TF32 runs them on
-        # the tensor cores (float32 storage and accumulation, 10-bit mantissa products).
-        self._matmul_precision = "tf32" if cfg.tf32 else "ieee"
+        self._matmul_precision = matmul_precision(cfg)
         self.steps_per_iteration = env.num_envs * cfg.num_steps_per_env  # env steps of one iteration on this rank
         self.iteration = 0
         self.env_steps = 0

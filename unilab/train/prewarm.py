@@ -1,12 +1,13 @@
-"""The off-policy update's first compile, done in a side process while the run builds and warms its env.
+"""A run's update compiled first in a side process, while the run builds and warms its env.
 
 On a machine that has not run a workload yet, the first update compiles the losses (AOTAutograd's joint graphs and
 Inductor's kernels: tens of seconds on the H200), after the env's warm-up, which itself spends much of its time
 waiting for Warp's per-model kernels. Both caches are keyed by a graph and its inputs' metadata (shapes, dtypes,
-strides, device), not by their values, so a process that runs the same update on a batch of zeros laid out as the
-replay's rows fills them with the very entries the run looks up: the run's first update then traces its graphs
-(Dynamo, in its own process) and loads the rest from the caches. The side process shares nothing with the run but
-the cache root; it changes none of the run's state, and if it fails the run compiles as it would have.
+strides, device), not by their values, so a process that runs the same update on zeros laid out as the run's own
+data (an off-policy learner's replay rows, an on-policy learner's rollout) fills them with the very entries the run
+looks up: the run's first update then traces its graphs (Dynamo, in its own process) and loads the rest from the
+caches, or loads the losses the side process kept (``algo.precompile``). The side process shares nothing with the
+run but the cache root; it changes none of the run's state, and if it fails the run compiles as it would have.
 
 Once the caches hold an update's graphs, a side process for the same update only traces them again, and the run
 waits for it (seconds of every warm start). So a side process that succeeded leaves a record of what
@@ -38,7 +39,8 @@ from unilab.core.cache_dirs import inductor_folder
 from unilab.core.spec import EnvSpec
 from unilab.train.learner import learner_class
 from unilab.train.off_policy import TRANSITION_KEYS
-from unilab.train.settings import OffPolicySettings
+from unilab.train.on_policy import float32_matmuls, matmul_precision, rollout_buffer
+from unilab.train.settings import RunSettings
 from unilab.train.update_key import update_key
 
 
@@ -57,11 +59,16 @@ def zero_batch(spec: EnvSpec, rows: int) -> TensorDict:
     return batch
 
 
-def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
-    """One update block of a learner built as the run builds its own, on zeros: on CUDA its compiled losses fill the
-    caches."""
-    learner = learner_class(cfg)(spec, cfg, ALONE, acting_copy=cfg.overlap_updates)
-    learner.update(zero_batch(spec, learner.minibatch * cfg.updates_per_step))
+def compile_update(cfg: RunSettings, spec: EnvSpec) -> None:
+    """One update block of a learner built as the run builds its own, on zeros laid out as its trainer's data (and,
+    on-policy, under its trainer's matmul precision): on CUDA its compiled losses fill the caches."""
+    if cfg.on_policy:
+        learner = learner_class(cfg)(spec, cfg, ALONE)
+        with float32_matmuls(matmul_precision(cfg)):
+            learner.update(rollout_buffer(spec, cfg.num_steps_per_env))
+    else:
+        learner = learner_class(cfg)(spec, cfg, ALONE, acting_copy=cfg.overlap_updates)
+        learner.update(zero_batch(spec, learner.minibatch * cfg.updates_per_step))
     if spec.device.type == "cuda":
         torch.cuda.synchronize(spec.device)
 
@@ -70,7 +77,7 @@ def compile_update(cfg: OffPolicySettings, spec: EnvSpec) -> None:
 RECORDS = "unilab-prewarm"
 
 
-def record_path(cfg: OffPolicySettings, spec: EnvSpec) -> Path | None:
+def record_path(cfg: RunSettings, spec: EnvSpec) -> Path | None:
     """Where a side process that compiled ``cfg``'s update for ``spec`` records it: in Inductor's cache folder (set
     by ``unilab.core.cache_dirs.configure``), so that clearing the cache clears the record; None where it is unset."""
     folder = inductor_folder(RECORDS)
@@ -90,9 +97,7 @@ class UpdatePrewarm:
         self._payload = payload
 
     @classmethod
-    def start(
-        cls, cfg: OffPolicySettings, spec: EnvSpec, started: subprocess.Popen | None = None
-    ) -> UpdatePrewarm | None:
+    def start(cls, cfg: RunSettings, spec: EnvSpec, started: subprocess.Popen | None = None) -> UpdatePrewarm | None:
         """The side process for ``cfg``'s learner on envs of ``spec`` where ``needed``, or ``started``, one the command
         started for the same run (``unilab.apps.early_update``, which checked that itself); None elsewhere. It
         inherits the environment, so it shares the run's cache root."""
@@ -121,7 +126,7 @@ class UpdatePrewarm:
         self.wait(limit_s=0.0)
 
 
-def needed(cfg: OffPolicySettings, spec: EnvSpec) -> bool:
+def needed(cfg: RunSettings, spec: EnvSpec) -> bool:
     """Whether a side process would help: the learner compiles (on CUDA, with ``algo.compile``) and no earlier side
     process recorded compiling the same update."""
     if not (cfg.compile and spec.device.type == "cuda"):
@@ -130,7 +135,7 @@ def needed(cfg: OffPolicySettings, spec: EnvSpec) -> bool:
     return record is None or not record.exists()
 
 
-def compile_and_record(cfg: OffPolicySettings, spec: EnvSpec, record: Path | None) -> None:
+def compile_and_record(cfg: RunSettings, spec: EnvSpec, record: Path | None) -> None:
     """``compile_update``, then the record that it is done, where there is a place for one."""
     compile_update(cfg, spec)
     if record is not None:
@@ -138,7 +143,7 @@ def compile_and_record(cfg: OffPolicySettings, spec: EnvSpec, record: Path | Non
         record.touch()
 
 
-def prewarm(cfg: OffPolicySettings, spec: EnvSpec) -> None:
+def prewarm(cfg: RunSettings, spec: EnvSpec) -> None:
     """In a side process that worked out ``cfg`` and ``spec`` itself: compile and record the update where
     ``needed``."""
     if needed(cfg, spec):

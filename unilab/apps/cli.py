@@ -155,8 +155,8 @@ def train() -> None:
 
 def start_ahead(arguments: list[str]) -> None:
     """Where ``train``'s command line runs MuJoCo Warp on a GPU, start compiling its step modules beside the imports
-    (``unilab.core.warp_ahead``; the backend waits for them); where their cache was cold, an off-policy run's
-    update too (``unilab.apps.early_update``; the run waits for it before its first update)."""
+    (``unilab.core.warp_ahead``; the backend waits for them); where their cache was cold, the run's update too
+    (``unilab.apps.early_update``; the run waits for it before its first iteration)."""
     device = ahead_device(arguments)
     if device is not None and warp_ahead.start(device):
         early_update.start(arguments)

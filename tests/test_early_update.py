@@ -1,4 +1,4 @@
-"""An off-policy run's update compiled in a side process started with the command (``unilab.apps.early_update``):
+"""A run's update compiled in a side process started with the command (``unilab.apps.early_update``):
 it must compile the very update the run's first iteration looks up, start only where the caches are cold, and not
 outlive a command that did not take it."""
 
@@ -52,7 +52,7 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         (["--algo", "sac", "algo.compile=false", "algo.compile=true"], True),  # the last one counts
     ],
 )
-def test_it_is_wanted_for_an_off_policy_run_that_compiles(line: list[str], wanted: bool, launched: list) -> None:
+def test_it_is_wanted_for_a_run_whose_update_compiles(line: list[str], wanted: bool, launched: list) -> None:
     assert early_update.wanted(line) is wanted
 
 

@@ -1,5 +1,6 @@
-"""``unilab.train.prewarm``: the side process runs an update block on zeros laid out as the replay's rows, so its
-compile fills the caches with the graphs the run's own first update looks up."""
+"""``unilab.train.prewarm``: the side process runs an update block on zeros laid out as the trainer's data (the
+replay's rows, PPO's rollout), so its compile fills the caches with the graphs the run's own first update looks
+up."""
 
 from __future__ import annotations
 
